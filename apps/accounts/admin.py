@@ -1,0 +1,1 @@
+# Users and groups use Django's own admin.

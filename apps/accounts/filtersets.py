@@ -1,0 +1,1 @@
+# No filterable models of its own.

@@ -1,0 +1,1 @@
+# Roles are Django groups (apps.common.roles); users are Django's own.

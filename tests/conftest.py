@@ -1,0 +1,60 @@
+"""Shared fixtures: users in each role and API clients logged in as them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from apps.accounts.services import user_ensure
+
+
+def _user(role: str) -> User:
+    user, _ = user_ensure(username=f"test-{role}", password="pw-" + role, role=role)
+    return user
+
+
+@pytest.fixture
+def admin_user(db: Any) -> User:
+    return _user("admin")
+
+
+@pytest.fixture
+def operator_user(db: Any) -> User:
+    return _user("operator")
+
+
+@pytest.fixture
+def viewer_user(db: Any) -> User:
+    return _user("viewer")
+
+
+def _client(user: User | None) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        token, _ = Token.objects.get_or_create(user=user)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def admin_api(admin_user: User) -> APIClient:
+    return _client(admin_user)
+
+
+@pytest.fixture
+def operator_api(operator_user: User) -> APIClient:
+    return _client(operator_user)
+
+
+@pytest.fixture
+def viewer_api(viewer_user: User) -> APIClient:
+    return _client(viewer_user)
+
+
+@pytest.fixture
+def anon_api() -> APIClient:
+    return _client(None)
