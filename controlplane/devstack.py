@@ -29,7 +29,7 @@ def _processes(host: str, port: str) -> dict[str, list[str]]:
         "beat": [PY, "-m", "celery", "-A", "controlplane", "beat", "-l", "INFO",
                  "--schedule", str(VAR_DIR / "celerybeat-schedule")],
     }
-    if (BASE_DIR / "apps" / "telemetry" / "management" / "commands" / "simulate.py").exists():
+    if (BASE_DIR / "apps" / "simulator" / "management" / "commands" / "simulate.py").exists():
         procs["simulator"] = [PY, "manage.py", "simulate", "--api", f"http://{host}:{port}"]
     return procs
 

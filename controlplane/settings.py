@@ -94,6 +94,7 @@ INSTALLED_APPS = [
     "apps.inventory",
     "apps.telemetry",
     "apps.planner",
+    "apps.simulator",
 ]
 
 MIDDLEWARE = [

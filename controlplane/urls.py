@@ -8,6 +8,7 @@ api_v1 = [
     path("", include("apps.accounts.api.urls")),
     path("", include("apps.telemetry.api.urls")),
     path("", include("apps.planner.api.urls")),
+    path("", include("apps.simulator.api.urls")),
 ]
 
 urlpatterns = [

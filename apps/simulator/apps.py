@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class SimulatorConfig(AppConfig):
+    name = "apps.simulator"
+    label = "simulator"
+    verbose_name = "Fleet simulator"
