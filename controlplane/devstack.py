@@ -56,7 +56,7 @@ def main() -> int:
             out = open(logdir / f"{name}.log", "ab")  # noqa: SIM115
             children[name] = subprocess.Popen(cmd, cwd=BASE_DIR, stdout=out, stderr=subprocess.STDOUT,
                                               start_new_session=True)
-        credentials = (VAR_DIR / "demo-credentials.txt").read_text().strip()
+        credentials = (VAR_DIR / "demo-credentials.txt").read_text().rstrip()
         print(
             f"\nControl plane running at http://{host}:{port}/  (API docs: http://{host}:{port}/api/docs/)\n"
             f"Demo logins:\n{credentials}\n"

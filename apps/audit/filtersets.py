@@ -12,4 +12,6 @@ class AuditEventFilterSet(django_filters.FilterSet):
 
     class Meta:
         model = AuditEvent
-        fields = ["actor", "action", "action_prefix", "target_type", "target_id", "request_id", "source", "since", "until"]
+        fields = [
+            "actor", "action", "action_prefix", "target_type", "target_id", "request_id", "source", "since", "until",
+        ]

@@ -72,6 +72,6 @@ def audit_record(
         changes=changes or {},
         request_id=current_request_id.get(),
         source=source,
-        related_type=related._meta.model_name if related is not None else "",
+        related_type=(related._meta.model_name or "") if related is not None else "",
         related_id=str(related.pk) if related is not None else "",
     )

@@ -40,7 +40,7 @@ class ModuleInline(admin.TabularInline):
     model = models.Module
     extra = 0
     fields = ["serial", "module_type", "slot", "state", "driver_version", "framework_version"]
-    readonly_fields = fields
+    readonly_fields = ["serial", "module_type", "slot", "state", "driver_version", "framework_version"]
     can_delete = False
     show_change_link = True
 

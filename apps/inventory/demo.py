@@ -129,7 +129,7 @@ def seed_demo() -> dict[str, Any]:
     fw_ax = _get_or_create(FrameworkRelease, {"name": "axon-runtime", "version": "1.18.0"})
     fw_ax_new = _get_or_create(FrameworkRelease, {"name": "axon-runtime", "version": "1.19.0"})
     fw_kv = _get_or_create(FrameworkRelease, {"name": "kestrel-rt", "version": "3.2.0"})
-    pins = {}
+    pins: dict[int, tuple[str, str]] = {}
     for mtype, driver, fw, state in [(ax, ax_old, fw_ax, CombinationState.VALIDATED),
                                      (ax, ax_pin, fw_ax, CombinationState.PINNED),
                                      (ax, ax_new, fw_ax_new, CombinationState.CANDIDATE),
@@ -142,7 +142,8 @@ def seed_demo() -> dict[str, Any]:
         if state == CombinationState.PINNED and combo.state != CombinationState.PINNED:
             combo = services.combination_set_state(combination=combo, state=CombinationState.PINNED,
                                                    actor=ACTOR, source=Source.SYSTEM, reason="demo: fleet default")
-        pins[mtype.pk] = (driver.version, fw.version) if state == CombinationState.PINNED else pins.get(mtype.pk)
+        if state == CombinationState.PINNED:
+            pins[mtype.pk] = (driver.version, fw.version)
 
     _get_or_create(ExternalEndpoint, {"name": "gpu-pool-70b"}, tier=tiers[TierKind.EXTERNAL_LARGE_MODEL],
                    kind=EndpointKind.GPU_CLUSTER, url="https://gpu-pool.internal.example/v1", model="llm-70b-instruct",

@@ -18,8 +18,8 @@ from django.db.models import Q
 
 from apps.inventory.choices import (
     CombinationState,
-    Enforcement,
     EndpointKind,
+    Enforcement,
     FormFactor,
     ModuleState,
     NicKind,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Count, F, OuterRef, Prefetch, Q, QuerySet, Subquery
 
-from apps.inventory.choices import CombinationState
-from apps.inventory.models import Module, Node, VersionCombination
+from apps.inventory.choices import NODE_STATE_COLOURS, CombinationState, NodeState
+from apps.inventory.models import ExternalEndpoint, Module, ModuleType, Node, Tier, VersionCombination
 
 
 def node_list() -> QuerySet[Node]:
@@ -52,4 +54,88 @@ def fleet_counts() -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for row in Node.objects.values("tier__name", "state").annotate(n=Count("id")):
         out.setdefault(row["tier__name"], {})[row["state"]] = row["n"]
+    return out
+
+
+# --- Pages (fleet overview, node detail, combinations) ---------------------------------------------------
+
+
+def nodes_with_warnings() -> QuerySet[Node]:
+    """Nodes carrying at least one soft admission finding."""
+    return node_list().exclude(warnings=[])
+
+
+def tier_overview() -> list[dict[str, Any]]:
+    """Per tier, in level order: node counts by state, module and warning counts.
+
+    Five queries whatever the fleet size.
+    """
+    tiers = list(Tier.objects.all())
+    states: dict[int, dict[str, int]] = {}
+    for row in Node.objects.values("tier_id", "state").annotate(n=Count("id")):
+        states.setdefault(row["tier_id"], {})[row["state"]] = row["n"]
+    modules = dict(
+        Module.objects.filter(node__isnull=False).values_list("node__tier_id").annotate(n=Count("id"))
+    )
+    warned = dict(nodes_with_warnings().order_by().values_list("tier_id").annotate(n=Count("id", distinct=True)))
+    endpoints = dict(
+        ExternalEndpoint.objects.filter(enabled=True).values_list("tier_id").annotate(n=Count("id"))
+    )
+    out = []
+    for tier in tiers:
+        counts = states.get(tier.pk, {})
+        out.append({
+            "tier": tier,
+            "nodes": sum(counts.values()),
+            "active": counts.get(NodeState.ACTIVE, 0),
+            "states": [
+                {"value": s.value, "label": s.label, "colour": NODE_STATE_COLOURS[s], "count": counts[s.value]}
+                for s in NodeState if counts.get(s.value)
+            ],
+            "modules": modules.get(tier.pk, 0),
+            "warnings": warned.get(tier.pk, 0),
+            "endpoints": endpoints.get(tier.pk, 0),
+        })
+    return out
+
+
+def module_drifted(module: Module) -> bool:
+    """True when a module from ``module_list()`` runs other versions than its type's pin."""
+    pinned_driver = getattr(module, "pinned_driver", None)
+    if pinned_driver is None:
+        return False
+    return bool(module.driver_version != pinned_driver
+                or module.framework_version != getattr(module, "pinned_framework", None))
+
+
+def combination_overview() -> list[dict[str, Any]]:
+    """Per module type: its combinations (pinned first, then newest), the pin, and how many
+    modules run each combination's driver + framework."""
+    running: dict[tuple[int, str, str], int] = {
+        (row["module_type_id"], row["driver_version"], row["framework_version"]): row["n"]
+        for row in Module.objects.values("module_type_id", "driver_version", "framework_version")
+        .annotate(n=Count("id"))
+    }
+    totals: dict[int, int] = {}
+    for (type_id, _, _), n in running.items():
+        totals[type_id] = totals.get(type_id, 0) + n
+    by_type: dict[int, list[VersionCombination]] = {}
+    for combo in combination_list().order_by("module_type_id", "-created_at"):
+        combo.module_count = running.get(  # type: ignore[attr-defined]
+            (combo.module_type_id, combo.driver.version, combo.framework.version), 0)
+        by_type.setdefault(combo.module_type_id, []).append(combo)
+    out = []
+    for mtype in ModuleType.objects.all():
+        combos = by_type.get(mtype.pk, [])
+        combos.sort(key=lambda c: c.state != CombinationState.PINNED)
+        pinned = next((c for c in combos if c.state == CombinationState.PINNED), None)
+        on_pin = pinned.module_count if pinned is not None else 0  # type: ignore[attr-defined]
+        out.append({
+            "module_type": mtype,
+            "combinations": combos,
+            "pinned": pinned,
+            "candidates": [c for c in combos if c.state in (CombinationState.CANDIDATE, CombinationState.VALIDATING)],
+            "modules": totals.get(mtype.pk, 0),
+            "off_pin": totals.get(mtype.pk, 0) - on_pin if pinned is not None else 0,
+        })
     return out

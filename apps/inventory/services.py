@@ -46,7 +46,7 @@ def _after_write(instance: models.Model, before: dict[str, Any] | None = None) -
     if isinstance(instance, Node):
         node_refresh_warnings(instance)
     elif isinstance(instance, Module):
-        node_ids = {instance.node_id, (before or {}).get("node")} - {None}
+        node_ids = [pk for pk in {instance.node_id, (before or {}).get("node")} if pk is not None]
         for node in Node.objects.filter(pk__in=node_ids).select_related("tier"):
             node_refresh_warnings(node)
 
@@ -67,7 +67,8 @@ def _save(instance: M) -> M:
         with transaction.atomic():
             instance.save()
     except IntegrityError as exc:
-        raise ValidationError({"non_field_errors": [f"conflicts with existing data: {str(exc).splitlines()[0]}"]})
+        message = f"conflicts with existing data: {str(exc).splitlines()[0]}"
+        raise ValidationError({"non_field_errors": [message]}) from exc
     return instance
 
 
@@ -85,7 +86,7 @@ def inventory_create(*, instance: M, actor: Any, source: str = Source.API, reaso
 @transaction.atomic
 def inventory_update(*, instance: M, data: dict[str, Any], actor: Any, source: str = Source.API,
                      reason: str = "") -> M:
-    locked = type(instance).objects.select_for_update().get(pk=instance.pk)
+    locked = type(instance)._default_manager.select_for_update().get(pk=instance.pk)
     before = snapshot(locked)
     for key, value in data.items():
         setattr(locked, key, value)

@@ -34,7 +34,8 @@ def test_it_warns_when_modules_oversubscribe_lanes(fleet):  # type: ignore[no-un
     fleet["node"].refresh_from_db()
     assert fleet["node"].warnings == [{
         "rule": "pcie_lanes", "field": "pcie_lanes",
-        "message": "modules need 12 PCIe lanes; node n-r1-07 provides 8 (some modules will train at reduced link width)",
+        "message": "modules need 12 PCIe lanes; node n-r1-07 provides 8 "
+                   "(some modules will train at reduced link width)",
     }]
 
 
