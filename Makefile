@@ -23,8 +23,10 @@ browser-deps:
 		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium fonts-dejavu-core) >/dev/null; \
 	fi
 
+# Tests close every connection at the end of each request/thread (no pooling),
+# so the test database can be dropped at the end.
 test: install browser-deps
-	$(PY) -m controlplane.engines run -- $(PY) -m pytest $(PYTEST_ARGS)
+	DB_CONN_MAX_AGE=0 $(PY) -m controlplane.engines run -- $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

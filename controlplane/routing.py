@@ -1,5 +1,5 @@
-"""Websocket routes under /ws/ (each app adds its consumers here)."""
+"""Websocket routes under /ws/."""
 
-from typing import Any
+from apps.dashboard.routing import websocket_urlpatterns
 
-websocket_urlpatterns: list[Any] = []
+__all__ = ["websocket_urlpatterns"]

@@ -95,6 +95,7 @@ INSTALLED_APPS = [
     "apps.telemetry",
     "apps.planner",
     "apps.simulator",
+    "apps.dashboard",
 ]
 
 MIDDLEWARE = [
@@ -162,7 +163,8 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "var" / "staticfiles"))
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise serves from finders until collectstatic
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
@@ -205,7 +207,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {},
+    "ENUM_NAME_OVERRIDES": {
+        "NodeStateEnum": "apps.inventory.choices.NodeState",
+        "ModuleStateEnum": "apps.inventory.choices.ModuleState",
+        "CombinationStateEnum": "apps.inventory.choices.CombinationState",
+    },
 }
 
 # Celery: one app, queues named by the kind of work (see controlplane/celery.py).

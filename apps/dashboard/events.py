@@ -1,0 +1,38 @@
+"""Pushing events to websocket groups, only after the change commits.
+
+Delivery is at-most-once: browsers re-fetch the snapshot over REST when they
+reconnect, so a lost message never leaves a stale screen.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+
+def send_now(group: str, event_type: str, data: dict[str, Any]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    message = {"type": "push", "event": event_type, "data": data, "sent_at": time.time()}
+    try:
+        async_to_sync(layer.group_send)(group, message)
+    except Exception:  # a broadcast must never break the change it reports
+        log.exception("could not push %s to %s", event_type, group)
+
+
+def publish(event_type: str, data: dict[str, Any], *, groups: list[str]) -> None:
+    """Send ``event_type`` to ``groups`` once the current transaction commits."""
+
+    def _send() -> None:
+        for group in groups:
+            send_now(group, event_type, data)
+
+    transaction.on_commit(_send)
