@@ -5,13 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Count, F, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from apps.inventory.choices import NODE_STATE_COLOURS, CombinationState, NodeState
-from apps.inventory.models import ExternalEndpoint, Module, ModuleType, Node, Tier, VersionCombination
+from apps.inventory.models import ExternalEndpoint, Module, ModuleType, Node, Rack, Tier, VersionCombination
 
 
 def node_list() -> QuerySet[Node]:
-    return Node.objects.select_related("rack", "tier").annotate(module_count=Count("modules"))
+    # A correlated subquery, not Count("modules"): a JOIN + GROUP BY aggregates every node before
+    # LIMIT (and makes count() a subquery over it); this is computed for the page's rows only.
+    modules = Module.objects.filter(node=OuterRef("pk")).order_by().values("node").annotate(n=Count("pk"))
+    return Node.objects.select_related("rack", "tier").annotate(
+        module_count=Coalesce(Subquery(modules.values("n")), 0)
+    )
 
 
 def node_detail(*, pk: int) -> Node:
@@ -25,7 +31,7 @@ def node_detail(*, pk: int) -> Node:
 def _pinned(field: str) -> Subquery:
     return Subquery(
         VersionCombination.objects.filter(module_type=OuterRef("module_type"), state=CombinationState.PINNED)
-        .values(field)[:1]
+        .order_by().values(field)[:1]  # at most one pin per type (a constraint): no sort, no join for it
     )
 
 
@@ -62,7 +68,7 @@ def fleet_counts() -> dict[str, dict[str, int]]:
 
 def nodes_with_warnings() -> QuerySet[Node]:
     """Nodes carrying at least one soft admission finding."""
-    return node_list().exclude(warnings=[])
+    return node_list().exclude(warnings=[]).order_by("hostname")
 
 
 def tier_overview() -> list[dict[str, Any]]:
@@ -72,15 +78,15 @@ def tier_overview() -> list[dict[str, Any]]:
     """
     tiers = list(Tier.objects.all())
     states: dict[int, dict[str, int]] = {}
-    for row in Node.objects.values("tier_id", "state").annotate(n=Count("id")):
+    for row in Node.objects.order_by().values("tier_id", "state").annotate(n=Count("id")):
         states.setdefault(row["tier_id"], {})[row["state"]] = row["n"]
     modules = dict(
-        Module.objects.filter(node__isnull=False).values_list("node__tier_id").annotate(n=Count("id"))
+        Module.objects.filter(node__isnull=False).order_by().values_list("node__tier_id").annotate(n=Count("id"))
     )
-    warned = dict(nodes_with_warnings().order_by().values_list("tier_id").annotate(n=Count("id", distinct=True)))
-    endpoints = dict(
-        ExternalEndpoint.objects.filter(enabled=True).values_list("tier_id").annotate(n=Count("id"))
-    )
+    warned = dict(Node.objects.exclude(warnings=[]).order_by().values_list("tier_id").annotate(n=Count("id")))
+    endpoints: dict[int, list[ExternalEndpoint]] = {}
+    for endpoint in ExternalEndpoint.objects.filter(enabled=True):
+        endpoints.setdefault(endpoint.tier_id, []).append(endpoint)
     out = []
     for tier in tiers:
         counts = states.get(tier.pk, {})
@@ -94,7 +100,7 @@ def tier_overview() -> list[dict[str, Any]]:
             ],
             "modules": modules.get(tier.pk, 0),
             "warnings": warned.get(tier.pk, 0),
-            "endpoints": endpoints.get(tier.pk, 0),
+            "endpoints": endpoints.get(tier.pk, []),
         })
     return out
 
@@ -113,7 +119,7 @@ def combination_overview() -> list[dict[str, Any]]:
     modules run each combination's driver + framework."""
     running: dict[tuple[int, str, str], int] = {
         (row["module_type_id"], row["driver_version"], row["framework_version"]): row["n"]
-        for row in Module.objects.values("module_type_id", "driver_version", "framework_version")
+        for row in Module.objects.order_by().values("module_type_id", "driver_version", "framework_version")
         .annotate(n=Count("id"))
     }
     totals: dict[int, int] = {}
@@ -139,3 +145,12 @@ def combination_overview() -> list[dict[str, Any]]:
             "off_pin": totals.get(mtype.pk, 0) - on_pin if pinned is not None else 0,
         })
     return out
+
+
+def node_filter_choices() -> dict[str, list[Any]]:
+    """The menus of the node list's filter form."""
+    return {
+        "tiers": list(Tier.objects.all()),
+        "racks": list(Rack.objects.all()),
+        "module_types": list(ModuleType.objects.all()),
+    }
