@@ -1,3 +1,7 @@
-from typing import Any
+from django.urls import path
 
-urlpatterns: list[Any] = []
+from apps.audit import views
+
+urlpatterns = [
+    path("audit/", views.AuditLogView.as_view(), name="audit-log"),
+]

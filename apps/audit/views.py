@@ -1,0 +1,33 @@
+"""The audit log page: read-only, filtered with the API's FilterSet."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.views.generic import ListView
+
+from apps.audit.filtersets import AuditEventFilterSet
+from apps.audit.models import AuditEvent
+from apps.audit.selectors import audit_event_list, audit_filter_choices
+from apps.common.views import ViewerRequiredMixin, filter_data
+
+PAGE_SIZE = 50
+
+
+class AuditLogView(ViewerRequiredMixin, ListView):
+    template_name = "audit/log.html"
+    context_object_name = "events"
+    paginate_by = PAGE_SIZE
+
+    def get_queryset(self) -> QuerySet[AuditEvent]:
+        self.filterset = AuditEventFilterSet(filter_data(self.request.GET), queryset=audit_event_list())
+        if self.filterset.is_bound and not self.filterset.is_valid():
+            return audit_event_list().none()
+        return self.filterset.qs
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        ctx = super().get_context_data(**kwargs)
+        ctx.update(nav="audit", filter=self.filterset, choices=audit_filter_choices(),
+                   filtered=self.filterset.is_bound)
+        return ctx

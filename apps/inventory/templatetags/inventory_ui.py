@@ -1,0 +1,44 @@
+"""Badges for node, module and combination states, coloured from ``choices.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from apps.inventory.choices import (
+    COMBINATION_STATE_COLOURS,
+    MODULE_STATE_COLOURS,
+    NODE_STATE_COLOURS,
+    CombinationState,
+    ModuleState,
+    NodeState,
+)
+
+register = template.Library()
+
+_KINDS: dict[str, tuple[Any, dict[Any, str]]] = {
+    "node": (NodeState, NODE_STATE_COLOURS),
+    "module": (ModuleState, MODULE_STATE_COLOURS),
+    "combination": (CombinationState, COMBINATION_STATE_COLOURS),
+}
+
+
+def _text_colour(background: str) -> str:
+    """Dark text on light backgrounds (cordoned yellow), white on the rest."""
+    r, g, b = (int(background[i:i + 2], 16) for i in (1, 3, 5))
+    return "#1c2230" if (0.299 * r + 0.587 * g + 0.114 * b) > 160 else "#fff"
+
+
+@register.simple_tag
+def state_badge(state: str, kind: str = "node") -> SafeString:
+    choices, colours = _KINDS[kind]
+    try:
+        label = choices(state).label
+    except ValueError:
+        label = state
+    background = colours.get(state, "#6b7385")
+    return format_html('<span class="badge state-{}" style="background:{};color:{}">{}</span>',
+                       state, background, _text_colour(background), label)

@@ -1,0 +1,112 @@
+"""Browser tests: headless Chromium (Debian's /usr/bin/chromium, never a downloaded one) driven by
+Playwright's sync API against pytest-django's ``live_server``.
+
+Reusable by any app's browser tests (import from ``tests.browser.conftest`` or put tests in this
+folder):
+
+* ``browser_page``: a fresh Playwright page (own context: no shared cookies) per test;
+* ``login(page, live_server, username, password)``: log in through the login form;
+* ``screenshot(page, name)``: save ``artifacts/<name>.png`` at the repository root;
+* ``demo_fleet``: the demo fleet (``seed_demo``) in the live server's database plus a viewer
+  ``BROWSER_USER``/``BROWSER_PASSWORD``;
+* ``restore_migration_rows()``: put back the tiers and admission rules that the flush after
+  each transactional (live-server) test removes.
+
+The live server serves /static/ through Django's staticfiles handler, so pages load app.css
+from the repository with no CDN and no collectstatic.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# Playwright's sync API runs an event loop in this thread; Django would refuse ORM calls
+# from the test body (SynchronousOnlyOperation) without this.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO_ROOT / "artifacts"
+VIEWPORT = {"width": 1440, "height": 900}
+BROWSER_USER = "browser-viewer"
+BROWSER_PASSWORD = "browser-viewer-pw-1"  # noqa: S105 - a test user in the throwaway test database
+
+
+def _require_browser() -> None:
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{CHROMIUM} is missing and REQUIRE_BROWSER=1")
+        pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium; set REQUIRE_BROWSER=1 to fail instead)")
+
+
+@pytest.fixture(scope="session")
+def chromium_browser() -> Iterator[Any]:
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def browser_page(chromium_browser: Any) -> Iterator[Any]:
+    context = chromium_browser.new_context(viewport=VIEWPORT, locale="en-US", timezone_id="UTC")
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def login(page: Any, live_server: Any, username: str, password: str, next_url: str = "/") -> None:
+    """Log in through the login form and wait until the page after it has loaded."""
+    page.goto(f"{live_server.url}/login/?next={next_url}")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    with page.expect_navigation():
+        page.click("button[type=submit]")
+    if "/login/" in page.url:
+        raise AssertionError(f"login as {username} failed: still on {page.url}")
+
+
+def screenshot(page: Any, name: str, *, full_page: bool = True) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=full_page)
+    return path
+
+
+def restore_migration_rows() -> None:
+    """Put back the rows data migrations create (tiers, admission rules): a transactional
+    test's flush removes them, and live-server tests are transactional."""
+    from django.apps import apps
+
+    forwards = importlib.import_module("apps.inventory.migrations.0002_tiers_and_rules").forwards
+    forwards(apps, None)
+
+
+@pytest.fixture
+def demo_fleet(transactional_db: Any, live_server: Any) -> dict[str, Any]:
+    """The demo fleet, committed so the live server's thread sees it, and a viewer to log in as."""
+    from apps.accounts.services import user_ensure
+    from apps.inventory.demo import seed_demo
+
+    restore_migration_rows()
+    summary = seed_demo()
+    user_ensure(username=BROWSER_USER, password=BROWSER_PASSWORD, role="viewer")
+    return summary

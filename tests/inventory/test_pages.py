@@ -1,0 +1,272 @@
+"""The read-only inventory pages: fleet overview, nodes, node detail, combinations, drift."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from apps.inventory import services
+from apps.inventory.choices import CombinationState, NodeState, TierKind
+from apps.inventory.models import (
+    DriverRelease,
+    FrameworkRelease,
+    Module,
+    ModuleType,
+    Node,
+    Rack,
+    Tier,
+    VersionCombination,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def _create(instance: Any) -> Any:
+    return services.inventory_create(instance=instance, actor="test-fixture")
+
+
+@pytest.fixture
+def fleet(db: Any) -> dict[str, Any]:
+    """Two racks; a hybrid node with 3 modules on an 8-lane board (a warning), one of them on an old
+    driver (drift); a standby access node; an Kestrel type with a pin and a candidate."""
+    hybrid = Tier.objects.get(kind=TierKind.HYBRID_INFERENCE)
+    access = Tier.objects.get(kind=TierKind.ACCESS_LOGIC)
+    r1 = _create(Rack(name="rack-1"))
+    r2 = _create(Rack(name="rack-2"))
+    ax = _create(ModuleType(vendor="Axon", model="AX-40", form_factor="m2", int8_tops=Decimal("40"), power_w=10,
+                            pcie_lanes=4))
+    kv = _create(ModuleType(vendor="Kestrel", model="KV-32", form_factor="som", int8_tops=Decimal("32"),
+                            power_w=15, pcie_lanes=4))
+    d_old = _create(DriverRelease(vendor="Axon", version="2.2.9"))
+    d_pin = _create(DriverRelease(vendor="Axon", version="2.3.1"))
+    d_new = _create(DriverRelease(vendor="Axon", version="2.4.0"))
+    fw = _create(FrameworkRelease(name="axon-runtime", version="1.18.0"))
+    fw_new = _create(FrameworkRelease(name="axon-runtime", version="1.19.0"))
+    pin = _create(VersionCombination(module_type=ax, driver=d_pin, framework=fw))
+    services.combination_set_state(combination=pin, state=CombinationState.VALIDATED, actor="t")
+    services.combination_set_state(combination=pin, state=CombinationState.PINNED, actor="t")
+    _create(VersionCombination(module_type=ax, driver=d_old, framework=fw, state=CombinationState.VALIDATED))
+    _create(VersionCombination(module_type=ax, driver=d_new, framework=fw_new))
+    busy = _create(Node(hostname="n-r1-07", rack=r1, slot=7, tier=hybrid, state=NodeState.ACTIVE, pcie_lanes=8,
+                        labels={"zone": "row-a"}, cpu_model="EPYC 4585PX"))
+    quiet = _create(Node(hostname="n-r2-01", rack=r2, slot=1, tier=access, state=NodeState.STANDBY,
+                         labels={"zone": "row-b"}))
+    for slot, driver in enumerate(["2.3.1", "2.3.1", "2.2.9"]):
+        _create(Module(serial=f"AX-107{slot}", module_type=ax, node=busy, slot=slot, driver_version=driver,
+                       framework_version="1.18.0", firmware_version="1.0.4"))
+    busy.refresh_from_db()
+    return {"busy": busy, "quiet": quiet, "ax": ax, "kv": kv, "r1": r1, "r2": r2, "hybrid": hybrid,
+            "access": access}
+
+
+@pytest.fixture
+def viewer(viewer_user: User) -> Client:
+    client = Client()
+    client.force_login(viewer_user)
+    return client
+
+
+PAGES = ["/", "/nodes/", "/combinations/", "/drift/"]
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_it_sends_anonymous_users_to_login(client: Client, url: str) -> None:
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"] == f"/login/?next={url}"
+
+
+def test_it_forbids_a_user_without_a_role(client: Client, db: Any) -> None:
+    user = User.objects.create_user("nobody", password="pw-nobody-1")
+    client.force_login(user)
+    assert client.get("/nodes/").status_code == 403
+
+
+def test_it_logs_in_through_the_form_and_lands_on_the_overview(client: Client, viewer_user: User) -> None:
+    page = client.get("/login/?next=/nodes/")
+    assert page.status_code == 200 and b'name="password"' in page.content
+    bad = client.post("/login/", {"username": "test-viewer", "password": "wrong"})
+    assert b"Wrong username or password" in bad.content
+    ok = client.post("/login/", {"username": "test-viewer", "password": "pw-viewer", "next": "/nodes/"})
+    assert ok.status_code == 302 and ok["Location"] == "/nodes/"
+    assert client.get("/").status_code == 200
+
+
+def test_it_shows_counts_per_tier_and_nodes_with_warnings(viewer: Client, fleet: dict[str, Any]) -> None:
+    response = viewer.get("/")
+    assert response.status_code == 200
+    tiers = {t["tier"].kind: t for t in response.context["tiers"]}
+    assert tiers[TierKind.HYBRID_INFERENCE]["nodes"] == 1
+    assert tiers[TierKind.HYBRID_INFERENCE]["modules"] == 3
+    assert tiers[TierKind.HYBRID_INFERENCE]["warnings"] == 1
+    assert [s["value"] for s in tiers[TierKind.ACCESS_LOGIC]["states"]] == ["standby"]
+    assert tiers[TierKind.EXTERNAL_LARGE_MODEL]["nodes"] == 0
+    body = response.content.decode()
+    assert "modules need 12 PCIe lanes; node n-r1-07 provides 8" in body
+    assert "1 module off the pinned versions" in body
+    assert 'href="/drift/"' in body
+
+
+def test_it_lists_nodes_with_state_and_module_count(viewer: Client, fleet: dict[str, Any]) -> None:
+    response = viewer.get("/nodes/")
+    body = response.content.decode()
+    assert [n.hostname for n in response.context["nodes"]] == ["n-r1-07", "n-r2-01"]
+    assert response.context["nodes"][0].module_count == 3
+    assert f'href="/nodes/{fleet["busy"].pk}/"' in body
+    assert "Standby" in body and "zone=row-a" in body
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("tier={hybrid}", ["n-r1-07"]),
+        ("rack={r2}", ["n-r2-01"]),
+        ("state=standby", ["n-r2-01"]),
+        ("label=zone%3Drow-b", ["n-r2-01"]),
+        ("label=zone%3Drow-a,cpu%3Dfast", []),
+        ("label=rack%3Dr1", []),
+        ("tier=hybrid_inference", ["n-r1-07"]),
+        ("rack=rack-2", ["n-r2-01"]),
+        ("state=standby&state=active", ["n-r1-07", "n-r2-01"]),
+        ("module_type={ax}", ["n-r1-07"]),
+        ("module_type={kv}", []),
+        ("q=r2-0", ["n-r2-01"]),
+        ("q=ax-1072", ["n-r1-07"]),
+        ("q=epyc", ["n-r1-07"]),
+        ("has_warnings=true", ["n-r1-07"]),
+        ("has_warnings=false", ["n-r2-01"]),
+        ("tier={hybrid}&state=standby", []),
+    ],
+)
+def test_it_filters_nodes(viewer: Client, fleet: dict[str, Any], query: str, expected: list[str]) -> None:
+    ids = {k: v.pk for k, v in fleet.items()}
+    response = viewer.get("/nodes/?" + query.format(**ids))
+    assert response.status_code == 200
+    assert [n.hostname for n in response.context["nodes"]] == expected
+
+
+@pytest.mark.parametrize("query", ["state=exploded", "label=zone", "module_type=x"])
+def test_it_reports_an_invalid_filter_instead_of_ignoring_it(viewer: Client, fleet: dict[str, Any],
+                                                              query: str) -> None:
+    response = viewer.get("/nodes/?" + query)
+    assert list(response.context["nodes"]) == []
+    assert "Filter errors" in response.content.decode()
+
+
+def test_it_keeps_the_chosen_filters_in_the_form(viewer: Client, fleet: dict[str, Any]) -> None:
+    body = viewer.get(f"/nodes/?tier={fleet['hybrid'].pk}&state=standby&q=n-r&has_warnings=true").content.decode()
+    assert f'<option value="{fleet["hybrid"].pk}" selected>Hybrid inference</option>' in body
+    assert '<option value="standby" selected>Standby</option>' in body
+    assert '<option value="true" selected>with warnings</option>' in body
+    assert 'name="q" value="n-r"' in body
+
+
+def test_it_paginates_nodes_keeping_the_filters(viewer: Client, fleet: dict[str, Any]) -> None:
+    rack = fleet["r1"]
+    for i in range(60):
+        Node.objects.create(hostname=f"p-{i:03d}", rack=rack, slot=100 + i, tier=fleet["access"],
+                            labels={"zone": "row-a"})
+    first = viewer.get("/nodes/?label=zone%3Drow-a")
+    assert len(first.context["nodes"]) == 50
+    assert first.context["paginator"].count == 61
+    assert "?label=zone%3Drow-a&amp;page=2" in first.content.decode()
+    second = viewer.get("/nodes/?label=zone%3Drow-a&page=2")
+    assert [n.hostname for n in second.context["nodes"]][-1] == "p-059"
+    assert len(second.context["nodes"]) == 11
+
+
+def test_it_lists_nodes_in_a_bounded_number_of_queries(viewer: Client, fleet: dict[str, Any]) -> None:
+    def count() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert viewer.get("/nodes/").status_code == 200
+        return len(ctx.captured_queries)
+
+    before = count()
+    for i in range(30):
+        node = Node.objects.create(hostname=f"x-{i:03d}", rack=fleet["r2"], slot=10 + i, tier=fleet["hybrid"])
+        Module.objects.create(serial=f"X-{i}", module_type=fleet["kv"], node=node, slot=0)
+    after = count()
+    assert after == before
+    assert after <= 12
+
+
+def test_it_shows_a_node_with_modules_drift_warnings_and_trail(viewer: Client, fleet: dict[str, Any]) -> None:
+    node = fleet["busy"]
+    response = viewer.get(f"/nodes/{node.pk}/")
+    assert response.status_code == 200
+    body = response.content.decode()
+    modules = {m.serial: m for m in response.context["modules"]}
+    assert [m.slot for m in response.context["modules"]] == [0, 1, 2]
+    assert modules["AX-1072"].drifted and not modules["AX-1070"].drifted
+    assert body.count(">drift</span>") == 1 and body.count(">on pin</span>") == 2
+    assert "modules need 12 PCIe lanes; node n-r1-07 provides 8" in body
+    assert "modules need 12</span>; the board gives its slots 8" in body
+    assert "EPYC 4585PX" in body and "1.0.4" in body
+    actions = [e.action for e in response.context["audit_events"]]
+    assert actions.count("module.create") == 3 and "node.create" in actions
+
+
+def test_it_answers_404_for_a_missing_node(viewer: Client, fleet: dict[str, Any]) -> None:
+    assert viewer.get("/nodes/999999/").status_code == 404
+
+
+def test_it_shows_combinations_per_module_type_with_the_pin(viewer: Client, fleet: dict[str, Any]) -> None:
+    response = viewer.get("/combinations/")
+    assert response.status_code == 200
+    types = {t["module_type"].model: t for t in response.context["module_types"]}
+    ax = types["AX-40"]
+    assert ax["pinned"].driver.version == "2.3.1"
+    assert [c.state for c in ax["combinations"]][0] == CombinationState.PINNED
+    assert [c.driver.version for c in ax["candidates"]] == ["2.4.0"]
+    assert {c.driver.version: c.module_count for c in ax["combinations"]} == {"2.3.1": 2, "2.2.9": 1, "2.4.0": 0}
+    assert ax["off_pin"] == 1
+    assert types["KV-32"]["pinned"] is None
+    body = response.content.decode()
+    assert "fleet default" in body and "no pin" in body and "Candidate" in body
+
+
+def test_it_lists_drifted_modules_against_the_pin(viewer: Client, fleet: dict[str, Any]) -> None:
+    response = viewer.get("/drift/")
+    assert [m.serial for m in response.context["modules"]] == ["AX-1072"]
+    body = response.content.decode()
+    assert "2.2.9" in body and "2.3.1" in body and f'href="/nodes/{fleet["busy"].pk}/"' in body
+
+
+def test_it_shows_no_drift_once_the_module_is_on_the_pin(viewer: Client, fleet: dict[str, Any]) -> None:
+    module = Module.objects.get(serial="AX-1072")
+    services.inventory_update(instance=module, data={"driver_version": "2.3.1"}, actor="t")
+    response = viewer.get("/drift/")
+    assert list(response.context["modules"]) == []
+    assert "No drift" in response.content.decode()
+
+
+def test_it_builds_overview_and_detail_in_a_bounded_number_of_queries(viewer: Client,
+                                                                      fleet: dict[str, Any]) -> None:
+    def count(url: str) -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert viewer.get(url).status_code == 200
+        return len(ctx.captured_queries)
+
+    node_url = f"/nodes/{fleet['quiet'].pk}/"
+    before = count("/"), count(node_url)
+    for i in range(20):
+        node = Node.objects.create(hostname=f"w-{i:03d}", rack=fleet["r2"], slot=50 + i, tier=fleet["hybrid"],
+                                   warnings=[{"rule": "power_budget", "field": "power_budget_w", "message": "m"}])
+        Module.objects.create(serial=f"W-{i}", module_type=fleet["ax"], node=node, slot=0, driver_version="0.1")
+    quiet = fleet["quiet"]
+    for slot in range(4):
+        services.inventory_create(instance=Module(serial=f"Q-{slot}", module_type=fleet["kv"], node=quiet, slot=slot),
+                                  actor="t")
+    assert (count("/"), count(node_url)) == before
+
+
+def test_it_treats_an_empty_filter_form_as_no_filter(viewer: Client, fleet: dict[str, Any]) -> None:
+    response = viewer.get("/nodes/?q=&tier=&rack=&state=&module_type=&label=&has_warnings=")
+    assert [n.hostname for n in response.context["nodes"]] == ["n-r1-07", "n-r2-01"]
+    assert "match the filters" not in response.content.decode()
