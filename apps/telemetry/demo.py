@@ -1,0 +1,60 @@
+"""Demo agent keys: one per node and one for the gateway, written to
+``<VAR_DIR>/agent-tokens.json`` for the simulator. Idempotent: a key already
+in the file is kept while its token is valid."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import transaction
+
+from apps.audit.choices import Source
+from apps.inventory.models import Node
+from apps.telemetry.authentication import hash_key
+from apps.telemetry.choices import AgentKind
+from apps.telemetry.models import AgentToken
+from apps.telemetry.services import agent_token_issue
+from controlplane.engines import VAR_DIR
+
+ACTOR = "seed_demo"
+TOKENS_FILE = VAR_DIR / "agent-tokens.json"
+
+
+def _read() -> dict[str, Any]:
+    try:
+        data = json.loads(TOKENS_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _valid(key: Any, *, kind: str, node: Node | None) -> bool:
+    if not isinstance(key, str) or not key:
+        return False
+    return AgentToken.objects.filter(key_hash=hash_key(key), kind=kind, node=node, revoked_at__isnull=True).exists()
+
+
+@transaction.atomic
+def seed_telemetry_demo() -> dict[str, Any]:
+    old = _read()
+    old_nodes = old.get("nodes") if isinstance(old.get("nodes"), dict) else {}
+    assert isinstance(old_nodes, dict)
+    gateway = old.get("gateway")
+    if not _valid(gateway, kind=AgentKind.GATEWAY, node=None):
+        _, gateway = agent_token_issue(kind=AgentKind.GATEWAY, node=None, actor=ACTOR, note="demo gateway",
+                                       source=Source.SYSTEM)
+    nodes: dict[str, str] = {}
+    for node in Node.objects.order_by("hostname"):
+        key = old_nodes.get(node.hostname)
+        if not _valid(key, kind=AgentKind.NODE, node=node):
+            _, key = agent_token_issue(kind=AgentKind.NODE, node=node, actor=ACTOR, note="demo node agent",
+                                       source=Source.SYSTEM)
+        nodes[node.hostname] = str(key)
+    data = {"gateway": gateway, "nodes": nodes}
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = TOKENS_FILE.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    tmp.chmod(0o600)
+    tmp.replace(TOKENS_FILE)
+    return {"file": str(TOKENS_FILE), "nodes": len(nodes)}

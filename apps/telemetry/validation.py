@@ -1,0 +1,379 @@
+"""Validation of a telemetry batch, whole, before anything is written.
+
+Hand-written rather than DRF serializers: a full batch is up to 1000 node
+samples with 4 modules each plus 1000 tier and 1000 stage samples, and this
+runs in a few milliseconds. Every problem is reported with its path, e.g.
+``node_samples[17].modules[2].temp_c: must be a number``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from apps.inventory.choices import MAX_MODULES_PER_NODE
+from apps.inventory.models import Module, Node, Tier
+from apps.telemetry.choices import AgentKind, Stage
+from apps.telemetry.models import AgentToken
+
+BATCH_ID = re.compile(r"^[A-Za-z0-9._:-]{8,64}$")
+MAX_SAMPLES = 1000  # of each kind per batch
+MAX_ERRORS = 50  # reported per rejected batch
+INT32 = 2**31 - 1
+INT64 = 2**63 - 1
+STAGES = frozenset(Stage.values)
+
+
+def max_future_skew_s() -> float:
+    return float(getattr(settings, "TELEMETRY_MAX_FUTURE_SKEW_S", 30))
+
+
+def raw_retention_hours() -> float:
+    return float(getattr(settings, "TELEMETRY_RAW_RETENTION_HOURS", 48))
+
+
+class BatchRejected(Exception):
+    """The whole batch is refused: 400 (errors by path), 403 or 413."""
+
+    def __init__(self, status: int, errors: dict[str, list[str]]) -> None:
+        self.status = status
+        self.errors = errors
+        first = next(iter(errors.items()))
+        super().__init__(f"{first[0]}: {first[1][0]}")
+
+
+@dataclass
+class ParsedBatch:
+    batch_id: str
+    node_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    module_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    tier_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    stage_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    min_time: dt.datetime | None = None
+    max_time: dt.datetime | None = None
+
+    def note_time(self, t: dt.datetime) -> None:
+        if self.min_time is None or t < self.min_time:
+            self.min_time = t
+        if self.max_time is None or t > self.max_time:
+            self.max_time = t
+
+
+class _Invalid(Exception):
+    pass
+
+
+# ---- field checks: return the clean value or raise _Invalid(message) ---------------------------
+
+
+def _number(v: Any, lo: float | None = None, hi: float | None = None) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _Invalid("must be a number")
+    f = float(v)
+    if not math.isfinite(f):
+        raise _Invalid("must be a finite number")
+    if lo is not None and f < lo:
+        raise _Invalid(f"must be at least {lo:g}")
+    if hi is not None and f > hi:
+        raise _Invalid(f"must be at most {hi:g}")
+    return f
+
+
+def _integer(v: Any, lo: int = 0, hi: int = INT32) -> int:
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _Invalid("must be an integer")
+    if v < lo:
+        raise _Invalid(f"must be at least {lo}")
+    if v > hi:
+        raise _Invalid(f"must be at most {hi}")
+    return v
+
+
+def fraction(v: Any) -> float:
+    return _number(v, 0.0, 1.0)
+
+
+def non_negative(v: Any) -> float:
+    return _number(v, 0.0)
+
+
+def temperature(v: Any) -> float:
+    return _number(v, -60.0, 250.0)
+
+
+def count32(v: Any) -> int:
+    return _integer(v)
+
+
+def counter64(v: Any) -> int:
+    return _integer(v, 0, INT64)
+
+
+def link_width(v: Any) -> int:
+    return _integer(v, 0, 32)
+
+
+def window(v: Any) -> float:
+    value = _number(v, 0.0, 3600.0)
+    if value == 0:
+        raise _Invalid("must be above 0")
+    return value
+
+
+Check = Callable[[Any], Any]
+NODE_FIELDS: list[tuple[str, Check]] = [
+    ("cpu_util", fraction), ("mem_util", fraction), ("load1", non_negative),
+    ("in_flight", count32), ("threads", count32),
+]
+MODULE_FIELDS: list[tuple[str, Check]] = [
+    ("util", fraction), ("temp_c", temperature), ("power_w", non_negative),
+    ("link_width", link_width), ("link_width_expected", link_width),
+    ("ecc_corrected", counter64), ("ecc_uncorrected", counter64), ("errors", counter64),
+]
+TIER_FIELDS: list[tuple[str, Check]] = [
+    ("window_s", window), ("queue_depth", count32), ("arrivals", count32), ("completions", count32),
+]
+TIER_OPTIONAL: list[tuple[str, Check]] = [("input_tokens", counter64), ("output_tokens", counter64)]
+STAGE_FIELDS: list[tuple[str, Check]] = [
+    ("window_s", window), ("count", count32),
+    ("p50_ms", non_negative), ("p95_ms", non_negative), ("p99_ms", non_negative), ("max_ms", non_negative),
+]
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.errors: dict[str, list[str]] = {}
+        self.forbidden: dict[str, list[str]] = {}
+
+    def add(self, path: str, message: str) -> None:
+        self.errors.setdefault(path, []).append(message)
+        if len(self.errors) >= MAX_ERRORS:
+            raise BatchRejected(400, self.errors)
+
+    def forbid(self, path: str, message: str) -> None:
+        self.forbidden.setdefault(path, []).append(message)
+
+
+def _fields(c: _Collector, item: dict[str, Any], path: str, checks: list[tuple[str, Check]],
+            required: bool = True) -> list[Any] | None:
+    values: list[Any] = []
+    ok = True
+    for name, check in checks:
+        if name not in item or item[name] is None:
+            if required:
+                c.add(f"{path}.{name}", "is required")
+                ok = False
+            else:
+                values.append(0)
+            continue
+        try:
+            values.append(check(item[name]))
+        except _Invalid as exc:
+            c.add(f"{path}.{name}", str(exc))
+            ok = False
+    return values if ok else None
+
+
+def _time(c: _Collector, item: dict[str, Any], path: str, now: dt.datetime) -> dt.datetime | None:
+    raw = item.get("time")
+    if raw is None:
+        c.add(f"{path}.time", "is required")
+        return None
+    if not isinstance(raw, str):
+        c.add(f"{path}.time", "must be an ISO 8601 date-time string")
+        return None
+    try:
+        t = dt.datetime.fromisoformat(raw)
+    except ValueError:
+        c.add(f"{path}.time", "must be an ISO 8601 date-time string, e.g. 2026-11-29T22:00:00Z")
+        return None
+    if t.tzinfo is None:
+        c.add(f"{path}.time", "must carry a time zone (e.g. a trailing Z)")
+        return None
+    t = t.astimezone(dt.UTC)
+    skew = max_future_skew_s()
+    if (t - now).total_seconds() > skew:
+        c.add(f"{path}.time", f"is {(t - now).total_seconds():.0f} s in the future (at most {skew:g} s allowed)")
+        return None
+    hours = raw_retention_hours()
+    if (now - t).total_seconds() > hours * 3600:
+        c.add(f"{path}.time", f"is older than the raw retention of {hours:g} h")
+        return None
+    return t
+
+
+def _list(c: _Collector, payload: dict[str, Any], key: str) -> list[Any]:
+    value = payload.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        c.add(key, "must be a list")
+        return []
+    if len(value) > MAX_SAMPLES:
+        raise BatchRejected(413, {key: [f"{len(value)} samples; at most {MAX_SAMPLES} per batch"]})
+    return value
+
+
+def check_batch_id(payload: Any) -> str:
+    if not isinstance(payload, dict):
+        raise BatchRejected(400, {"non_field_errors": ["the batch must be a JSON object"]})
+    batch_id = payload.get("batch_id")
+    if not isinstance(batch_id, str) or not BATCH_ID.match(batch_id):
+        raise BatchRejected(400, {"batch_id": ["is required: 8-64 characters of A-Z a-z 0-9 . _ : -"]})
+    return batch_id
+
+
+def parse_batch(payload: Any, *, token: AgentToken, now: dt.datetime) -> ParsedBatch:
+    """Validate the whole batch; raise BatchRejected, or return rows ready for COPY."""
+    batch = ParsedBatch(batch_id=check_batch_id(payload))
+    c = _Collector()
+    node_samples = _list(c, payload, "node_samples")
+    tier_samples = _list(c, payload, "tier_samples")
+    stage_samples = _list(c, payload, "stage_samples")
+
+    if token.kind == AgentKind.GATEWAY and node_samples:
+        c.forbid("node_samples", "the gateway key may write only tier_samples and stage_samples")
+    if token.kind == AgentKind.NODE:
+        for key, items in (("tier_samples", tier_samples), ("stage_samples", stage_samples)):
+            if items:
+                c.forbid(key, "a node key may write only its own node's node_samples")
+    if c.forbidden:
+        raise BatchRejected(403, c.forbidden)
+
+    if node_samples:
+        _parse_node_samples(c, batch, node_samples, token, now)
+    if tier_samples or stage_samples:
+        tiers = dict(Tier.objects.values_list("kind", "id"))
+        _parse_tier_samples(c, batch, tier_samples, tiers, now)
+        _parse_stage_samples(c, batch, stage_samples, tiers, now)
+    if c.forbidden:
+        raise BatchRejected(403, c.forbidden)
+    if c.errors:
+        raise BatchRejected(400, c.errors)
+    return batch
+
+
+def _parse_node_samples(c: _Collector, batch: ParsedBatch, items: list[Any], token: AgentToken,
+                        now: dt.datetime) -> None:
+    node = token.node
+    assert node is not None
+    own_modules = dict(Module.objects.filter(node=node).values_list("serial", "id"))
+    foreign: dict[str, str | None] | None = None
+    for i, item in enumerate(items):
+        path = f"node_samples[{i}]"
+        if not isinstance(item, dict):
+            c.add(path, "must be an object")
+            continue
+        host = item.get("node")
+        if not isinstance(host, str) or not host:
+            c.add(f"{path}.node", "is required: the node's hostname")
+        elif host != node.hostname:
+            if Node.objects.filter(hostname=host).exists():
+                c.forbid(f"{path}.node", f"this key belongs to {node.hostname}, not {host}")
+            else:
+                c.add(f"{path}.node", f"unknown node {host}")
+            continue
+        t = _time(c, item, path, now)
+        values = _fields(c, item, path, NODE_FIELDS)
+        modules = item.get("modules", [])
+        if not isinstance(modules, list):
+            c.add(f"{path}.modules", "must be a list")
+            modules = []
+        elif len(modules) > MAX_MODULES_PER_NODE:
+            c.add(f"{path}.modules", f"at most {MAX_MODULES_PER_NODE} modules per node")
+            modules = []
+        seen: set[str] = set()
+        for j, mod in enumerate(modules):
+            mpath = f"{path}.modules[{j}]"
+            if not isinstance(mod, dict):
+                c.add(mpath, "must be an object")
+                continue
+            serial = mod.get("serial")
+            module_id = None
+            if not isinstance(serial, str) or not serial:
+                c.add(f"{mpath}.serial", "is required")
+            elif serial in seen:
+                c.add(f"{mpath}.serial", f"module {serial} appears twice in one sample")
+            else:
+                seen.add(serial)
+                module_id = own_modules.get(serial)
+                if module_id is None:
+                    if foreign is None:
+                        foreign = _module_nodes(items)
+                    if serial in foreign:
+                        owner = foreign[serial] or "no node"
+                        c.forbid(f"{mpath}.serial", f"module {serial} is in {owner}, not in {node.hostname}")
+                    else:
+                        c.add(f"{mpath}.serial", f"unknown module {serial}")
+            mvalues = _fields(c, mod, mpath, MODULE_FIELDS)
+            if t is not None and module_id is not None and mvalues is not None:
+                batch.module_rows.append((t, module_id, node.pk, *mvalues))
+        if t is not None and values is not None:
+            batch.note_time(t)
+            batch.node_rows.append((t, node.pk, *values))
+
+
+def _module_nodes(items: list[Any]) -> dict[str, str | None]:
+    """Owners of every serial named in the batch (only looked up when one is not the node's own)."""
+    serials = {
+        m.get("serial") for s in items if isinstance(s, dict) and isinstance(s.get("modules"), list)
+        for m in s["modules"] if isinstance(m, dict) and isinstance(m.get("serial"), str)
+    }
+    return dict(Module.objects.filter(serial__in=serials).values_list("serial", "node__hostname"))
+
+
+def _tier(c: _Collector, item: dict[str, Any], path: str, tiers: dict[str, int]) -> int | None:
+    kind = item.get("tier")
+    if kind not in tiers:
+        c.add(f"{path}.tier", f"must be one of {', '.join(sorted(tiers))}")
+        return None
+    return tiers[kind]
+
+
+def _parse_tier_samples(c: _Collector, batch: ParsedBatch, items: list[Any], tiers: dict[str, int],
+                        now: dt.datetime) -> None:
+    for i, item in enumerate(items):
+        path = f"tier_samples[{i}]"
+        if not isinstance(item, dict):
+            c.add(path, "must be an object")
+            continue
+        tier_id = _tier(c, item, path, tiers)
+        t = _time(c, item, path, now)
+        values = _fields(c, item, path, TIER_FIELDS)
+        optional = _fields(c, item, path, TIER_OPTIONAL, required=False)
+        if tier_id is not None and t is not None and values is not None and optional is not None:
+            batch.note_time(t)
+            batch.tier_rows.append((t, tier_id, *values, *optional))
+
+
+def _parse_stage_samples(c: _Collector, batch: ParsedBatch, items: list[Any], tiers: dict[str, int],
+                         now: dt.datetime) -> None:
+    for i, item in enumerate(items):
+        path = f"stage_samples[{i}]"
+        if not isinstance(item, dict):
+            c.add(path, "must be an object")
+            continue
+        tier_id = _tier(c, item, path, tiers)
+        stage = item.get("stage")
+        if stage not in STAGES:
+            c.add(f"{path}.stage", f"must be one of {', '.join(Stage.values)}")
+        t = _time(c, item, path, now)
+        values = _fields(c, item, path, STAGE_FIELDS)
+        if values is not None:
+            p50, p95, p99, mx = values[2:]
+            for name, lower, upper in (("p95_ms", p50, p95), ("p99_ms", p95, p99), ("max_ms", p99, mx)):
+                if upper < lower:
+                    c.add(f"{path}.{name}", f"must not be below the lower percentile ({upper:g} < {lower:g})")
+                    values = None
+                    break
+        if tier_id is not None and stage in STAGES and t is not None and values is not None:
+            batch.note_time(t)
+            batch.stage_rows.append((t, tier_id, stage, *values))

@@ -1,0 +1,40 @@
+"""The admin pages of every telemetry model, and the endpoints in the OpenAPI schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.apps import apps
+from django.test import Client
+
+from apps.telemetry.models import AgentToken
+from tests.telemetry.conftest import Fleet
+
+
+def test_it_renders_every_telemetry_admin_page(fleet: Fleet, admin_user: Any) -> None:
+    client = Client()
+    client.force_login(admin_user)
+    for model in apps.get_app_config("telemetry").get_models():
+        url = f"/admin/telemetry/{model._meta.model_name}/"
+        assert client.get(url).status_code == 200, url
+
+
+def test_it_issues_an_agent_key_from_the_admin_and_shows_it_once(fleet: Fleet, admin_user: Any) -> None:
+    client = Client()
+    client.force_login(admin_user)
+    r = client.post("/admin/telemetry/agenttoken/add/", {"kind": "gateway", "note": "second gateway"}, follow=True)
+    assert r.status_code == 200
+    text = [str(m) for m in r.context["messages"]]
+    assert any("shown only now" in t for t in text), text
+    assert AgentToken.objects.filter(note="second gateway").count() == 1
+    r = client.post("/admin/telemetry/agenttoken/add/", {"kind": "gateway", "node": fleet.node_a.pk})
+    assert r.status_code == 200  # the form comes back with an error: a gateway key has no node
+    assert AgentToken.objects.filter(kind="gateway").count() == 2
+
+
+def test_it_documents_the_telemetry_endpoints(viewer_api: Any) -> None:
+    r = viewer_api.get("/api/schema/", HTTP_ACCEPT="application/json")
+    paths = set(r.json()["paths"])
+    assert {"/api/v1/telemetry/", "/api/v1/agent/commands/", "/api/v1/agent/commands/{id}/ack/",
+            "/api/v1/node-commands/", "/api/v1/fleet/snapshot/", "/api/v1/fleet/series/queue-depth/",
+            "/api/v1/fleet/series/stage-latency/", "/api/v1/fleet/nodes/{id}/history/"} <= paths

@@ -1,0 +1,129 @@
+"""The command channel: operators send, node agents long-poll and ack."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from apps.audit.models import AuditEvent
+from apps.telemetry.models import NodeCommand
+from apps.telemetry.services import node_command_send
+from tests.telemetry.conftest import Fleet
+
+POLL = "/api/v1/agent/commands/"
+
+
+def ack_url(pk: int) -> str:
+    return f"/api/v1/agent/commands/{pk}/ack/"
+
+
+def test_it_lets_an_operator_send_a_command(fleet: Fleet, operator_api: Any, viewer_api: Any) -> None:
+    r = operator_api.post("/api/v1/node-commands/", {"node": fleet.node_a.pk, "kind": "drain",
+                                                     "args": {"deadline_s": 300}, "reason": "test"}, format="json")
+    assert r.status_code == 201, r.content
+    assert r.json()["state"] == "pending"
+    assert AuditEvent.objects.filter(action="node_command.send", related_id=str(r.json()["id"])).count() == 1
+    assert viewer_api.post("/api/v1/node-commands/", {"node": fleet.node_a.pk, "kind": "drain"},
+                           format="json").status_code == 403
+    assert [c["kind"] for c in viewer_api.get("/api/v1/node-commands/").json()["results"]] == ["drain"]
+
+
+def test_it_delivers_commands_once_oldest_first(fleet: Fleet) -> None:
+    first = node_command_send(node=fleet.node_a, kind="drain", args={"deadline_s": 60}, actor="test")
+    second = node_command_send(node=fleet.node_a, kind="frobnicate", args={}, actor="test")
+    node_command_send(node=fleet.node_b, kind="drain", args={}, actor="test")
+    agent = fleet.client(fleet.key_a)
+    r = agent.get(POLL)
+    assert r.status_code == 200
+    assert [(c["id"], c["kind"], c["args"]) for c in r.json()] == [
+        (first.pk, "drain", {"deadline_s": 60}), (second.pk, "frobnicate", {})]
+    assert agent.get(POLL).json() == []
+    assert NodeCommand.objects.get(pk=first.pk).state == "delivered"
+
+
+def test_it_redelivers_a_command_never_acknowledged(fleet: Fleet, settings: Any) -> None:
+    settings.TELEMETRY_COMMAND_REDELIVER_AFTER_S = 30
+    command = node_command_send(node=fleet.node_a, kind="drain", args={}, actor="test")
+    agent = fleet.client(fleet.key_a)
+    assert [c["id"] for c in agent.get(POLL).json()] == [command.pk]
+    assert agent.get(POLL).json() == []  # delivered, not yet overdue
+    # the agent died between fetch and ack: after the redelivery delay it comes again
+    NodeCommand.objects.filter(pk=command.pk).update(delivered_at=timezone.now() - dt.timedelta(seconds=31))
+    assert [c["id"] for c in agent.get(POLL).json()] == [command.pk]
+    assert agent.post(ack_url(command.pk), {"status": "succeeded"}, format="json").status_code == 200
+    NodeCommand.objects.filter(pk=command.pk).update(delivered_at=timezone.now() - dt.timedelta(seconds=31))
+    assert agent.get(POLL).json() == []  # acknowledged commands never come back
+
+
+def test_it_records_acks_idempotently(fleet: Fleet) -> None:
+    command = node_command_send(node=fleet.node_a, kind="frobnicate", args={}, actor="test")
+    agent = fleet.client(fleet.key_a)
+    agent.get(POLL)
+    body = {"status": "unknown", "result": {"message": "unknown command frobnicate"}}
+    r1 = agent.post(ack_url(command.pk), body, format="json")
+    r2 = agent.post(ack_url(command.pk), body, format="json")
+    assert r1.status_code == r2.status_code == 200
+    assert r1.json() == r2.json()
+    assert r1.json()["state"] == "unknown"
+    assert agent.post(ack_url(command.pk), {"status": "succeeded"}, format="json").status_code == 409
+    assert AuditEvent.objects.filter(action="node_command.finish").count() == 1
+
+
+def test_it_hides_other_nodes_commands(fleet: Fleet) -> None:
+    command = node_command_send(node=fleet.node_b, kind="drain", args={}, actor="test")
+    assert fleet.client(fleet.key_a).get(POLL).json() == []
+    r = fleet.client(fleet.key_a).post(ack_url(command.pk), {"status": "succeeded"}, format="json")
+    assert r.status_code == 404
+    assert NodeCommand.objects.get(pk=command.pk).state == "pending"
+
+
+def test_it_keeps_the_agent_endpoints_for_node_agents(fleet: Fleet, admin_api: Any) -> None:
+    assert fleet.client(fleet.key_gw).get(POLL).status_code == 403
+    assert admin_api.get(POLL).status_code == 403
+    assert fleet.client(fleet.key_a).get(POLL + "?wait=60").status_code == 400
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_long_polls_until_a_command_arrives(transactional_db: Any) -> None:
+    fleet = Fleet()
+    got: list[Any] = []
+
+    def poll() -> None:
+        try:
+            started = time.monotonic()
+            r = fleet.client(fleet.key_a).get(POLL + "?wait=10")
+            got.append((r.status_code, r.json(), time.monotonic() - started))
+        finally:
+            connection.close()
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    time.sleep(1.0)
+    command = node_command_send(node=fleet.node_a, kind="diagnose", args={"what": "pcie"}, actor="test")
+    poller.join(15)
+    [(status, body, waited)] = got
+    assert status == 200
+    assert [c["id"] for c in body] == [command.pk]
+    assert 0.9 < waited < 5, waited  # woken by the send, not by the 10 s timeout
+
+
+def test_it_returns_nothing_after_waiting(fleet: Fleet) -> None:
+    started = time.monotonic()
+    assert fleet.client(fleet.key_a).get(POLL + "?wait=1").json() == []
+    assert 0.9 < time.monotonic() - started < 3
+
+
+def test_it_tells_an_agent_its_own_node_and_modules(fleet: Fleet, viewer_api: Any) -> None:
+    r = fleet.client(fleet.key_a).get("/api/v1/agent/self/")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["node"]["hostname"] == "n-a"
+    assert [(m["serial"], m["slot"], m["pcie_lanes"]) for m in body["modules"]] == [("A-0", 0, 4), ("A-1", 1, 4)]
+    assert fleet.client(fleet.key_gw).get("/api/v1/agent/self/").status_code == 403
+    assert viewer_api.get("/api/v1/agent/self/").status_code == 403
