@@ -1,3 +1,8 @@
-from typing import Any
+from rest_framework.routers import SimpleRouter
 
-urlpatterns: list[Any] = []
+from apps.simulator.api import views
+
+router = SimpleRouter()
+router.register("simulator/faults", views.FaultViewSet, basename="simulator-fault")
+
+urlpatterns = router.urls

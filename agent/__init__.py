@@ -1,0 +1,1 @@
+"""The standalone node agent lives in ``agent.cp_agent`` (no Django)."""
