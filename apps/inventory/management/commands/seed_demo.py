@@ -20,12 +20,8 @@ class Command(BaseCommand):
 
 
 def _extra_seeders() -> list[Any]:
-    """Other apps' demo data (node tokens, telemetry policy...), when installed."""
-    hooks = []
-    try:
-        from apps.telemetry.demo import seed_telemetry_demo
-    except ImportError:
-        pass
-    else:
-        hooks.append(seed_telemetry_demo)
-    return hooks
+    """Other apps' demo data: agent tokens, autoscaler policies."""
+    from apps.operations.demo import seed_operations_demo
+    from apps.telemetry.demo import seed_telemetry_demo
+
+    return [seed_telemetry_demo, seed_operations_demo]

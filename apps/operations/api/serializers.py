@@ -1,0 +1,194 @@
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from apps.operations import selectors
+from apps.operations.choices import AfterDrain, DeadlineAction, Owner
+from apps.operations.models import AutoscalerDecision, AutoscalerPolicy, Drain, Quarantine, ScaleRequest
+
+
+class DrainSerializer(serializers.ModelSerializer[Drain]):
+    hostname = serializers.CharField(source="node.hostname", read_only=True)
+    node_state = serializers.CharField(source="node.state", read_only=True)
+    waiting_for = serializers.SerializerMethodField(help_text='e.g. "waiting for 3 in-flight requests; '
+                                                              'deadline in 4m12s"')
+
+    class Meta:
+        model = Drain
+        fields = ["id", "node", "hostname", "node_state", "kind", "owner", "state", "reason", "waiting_for",
+                  "created_by_name", "created_at", "started_at", "deadline", "deadline_action", "resume_after",
+                  "after", "drained_at", "forced", "in_flight_at_force", "alerted_at", "released_at",
+                  "released_by_name", "release_reason", "overridden", "scale_request"]
+        read_only_fields = fields
+
+    def get_waiting_for(self, obj: Drain) -> str:
+        return selectors.drain_waiting_for(obj)
+
+
+class QuarantineSerializer(serializers.ModelSerializer[Quarantine]):
+    serial = serializers.CharField(source="module.serial", read_only=True)
+    module_state = serializers.CharField(source="module.state", read_only=True)
+
+    class Meta:
+        model = Quarantine
+        fields = ["id", "module", "serial", "module_state", "owner", "reason", "previous_state", "created_by_name",
+                  "created_at", "released_at", "released_by_name", "release_reason", "overridden"]
+        read_only_fields = fields
+
+
+class ScaleRequestSerializer(serializers.ModelSerializer[ScaleRequest]):
+    tier_kind = serializers.CharField(source="tier.kind", read_only=True)
+    released = serializers.SerializerMethodField()
+    draining = serializers.SerializerMethodField()
+    progress = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ScaleRequest
+        fields = ["id", "tier", "tier_kind", "from_active", "desired", "owner", "state", "reason", "created_by_name",
+                  "created_at", "finished_at", "activated", "reclaimed", "released", "draining", "progress", "note"]
+        read_only_fields = fields
+
+    def get_released(self, obj: ScaleRequest) -> list[str]:
+        return selectors.scale_released(sr=obj)
+
+    def get_draining(self, obj: ScaleRequest) -> list[str]:
+        return [d.node.hostname for d in obj.drains.all() if d.is_active]
+
+    def get_progress(self, obj: ScaleRequest) -> str:
+        return selectors.scale_progress(sr=obj)
+
+
+class AutoscalerPolicySerializer(serializers.ModelSerializer[AutoscalerPolicy]):
+    tier_kind = serializers.CharField(source="tier.kind", read_only=True)
+
+    class Meta:
+        model = AutoscalerPolicy
+        fields = ["id", "tier", "tier_kind", "enabled", "dry_run", "target_queue_per_node", "tolerance",
+                  "scale_up_window_s", "scale_down_window_s", "max_step", "scale_up_percent", "scale_down_percent",
+                  "scale_down_headroom", "cooldown_s", "min_nodes", "max_nodes",
+                  "drain_deadline_s", "last_scaled_at", "created_at", "updated_at"]
+        read_only_fields = ["last_scaled_at", "created_at", "updated_at"]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        instance = AutoscalerPolicy(**{**(self._current() or {}), **attrs})
+        instance.full_clean(validate_unique=False, validate_constraints=False)
+        return attrs
+
+    def _current(self) -> dict[str, Any] | None:
+        if self.instance is None:
+            return None
+        return {f.name: getattr(self.instance, f.name) for f in AutoscalerPolicy._meta.concrete_fields
+                if f.name not in {"id", "created_at", "updated_at", "last_scaled_at"}}
+
+
+class AutoscalerDecisionSerializer(serializers.ModelSerializer[AutoscalerDecision]):
+    tier_kind = serializers.CharField(source="tier.kind", read_only=True)
+
+    class Meta:
+        model = AutoscalerDecision
+        fields = ["id", "tier", "tier_kind", "time", "current", "queue_depth", "target_queue_per_node",
+                  "raw_desired", "recommendation", "desired", "action", "dry_run", "explanation", "inputs",
+                  "scale_request"]
+        read_only_fields = fields
+
+
+# ---- action inputs ----------------------------------------------------------------------------
+
+
+class OwnedReasonSerializer(serializers.Serializer[Any]):
+    owner = serializers.ChoiceField(choices=Owner.choices, default=Owner.OPERATOR,
+                                    help_text="Who holds (or clears) the hold; one owner never clears another's")
+    reason = serializers.CharField(max_length=2000, allow_blank=False)
+
+
+class CordonInputSerializer(OwnedReasonSerializer):
+    resume_after = serializers.DateTimeField(required=False, allow_null=True, default=None,
+                                             help_text="Uncordon automatically at this time")
+
+
+class DrainInputSerializer(CordonInputSerializer):
+    deadline_s = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=900,
+                                          help_text="Seconds until the deadline action; null or 0 for no deadline")
+    deadline_action = serializers.ChoiceField(choices=DeadlineAction.choices, default=DeadlineAction.ALERT)
+    then = serializers.ChoiceField(choices=[(AfterDrain.STAY, "Stay drained"),
+                                            (AfterDrain.MAINTENANCE, "Enter maintenance")],
+                                   default=AfterDrain.STAY)
+
+
+class MaintenanceInputSerializer(OwnedReasonSerializer):
+    deadline_s = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=900)
+    deadline_action = serializers.ChoiceField(choices=DeadlineAction.choices, default=DeadlineAction.ALERT)
+
+
+class ReleaseInputSerializer(serializers.Serializer[Any]):
+    owner = serializers.ChoiceField(choices=Owner.choices, default=Owner.OPERATOR)
+    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+    override = serializers.BooleanField(default=False, help_text="Operator only: clear another owner's hold "
+                                        "(needs a reason; audited)")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["override"]:
+            if attrs["owner"] != Owner.OPERATOR:
+                raise serializers.ValidationError({"override": ["only the operator owner may override"]})
+            if not attrs["reason"].strip():
+                raise serializers.ValidationError({"reason": ["an override needs a reason"]})
+        return attrs
+
+
+class ScaleInputSerializer(serializers.Serializer[Any]):
+    desired = serializers.IntegerField(min_value=0, help_text="Desired active node count")
+    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+    supersede = serializers.BooleanField(default=False, help_text="Replace a running scale request of the tier")
+    drain_deadline_s = serializers.IntegerField(min_value=1, default=900,
+                                                help_text="Deadline of scale-down drains (they alert, never force)")
+
+
+class NodeBriefSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    hostname = serializers.CharField()
+    state = serializers.CharField()
+
+
+class ModuleBriefSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    serial = serializers.CharField()
+    state = serializers.CharField()
+
+
+class NodeActionResultSerializer(serializers.Serializer[Any]):
+    changed = serializers.BooleanField(help_text="False when the node was already so (same owner)")
+    node = NodeBriefSerializer()
+    drain = DrainSerializer(allow_null=True)
+
+
+class ModuleActionResultSerializer(serializers.Serializer[Any]):
+    changed = serializers.BooleanField()
+    module = ModuleBriefSerializer()
+    quarantine = QuarantineSerializer(allow_null=True)
+
+
+class ScaleResultSerializer(serializers.Serializer[Any]):
+    changed = serializers.BooleanField()
+    scale_request = ScaleRequestSerializer()
+
+
+class SchedulableModuleSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    serial = serializers.CharField()
+    slot = serializers.IntegerField(allow_null=True)
+
+
+class SchedulableNodeSerializer(serializers.Serializer[Any]):
+    id = serializers.IntegerField()
+    hostname = serializers.CharField()
+    rack = serializers.CharField()
+    modules = SchedulableModuleSerializer(many=True)
+
+
+class SchedulableSerializer(serializers.Serializer[Any]):
+    generated_at = serializers.DateTimeField()
+    tiers = serializers.DictField(child=SchedulableNodeSerializer(many=True),
+                                  help_text="Per tier kind: the nodes that take new work, with their modules "
+                                            "that take work")

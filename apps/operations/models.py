@@ -1,0 +1,240 @@
+"""Fleet operations: drains (and cordons), module quarantines, tier scale
+requests, autoscaler policies and decisions, and stored Idempotency-Key replies.
+
+Everything an operation needs to resume after a worker dies is a row here; the
+node and module states themselves live in the inventory and change only through
+``apps.operations.services`` (compare-and-set on the state column).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.serializers.json import DjangoJSONEncoder
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from apps.inventory.models import Module, Node, Tier
+from apps.operations.choices import (
+    ACTIVE_DRAIN_STATES,
+    AfterDrain,
+    DeadlineAction,
+    DecisionAction,
+    DrainKind,
+    DrainState,
+    Owner,
+    ScaleState,
+)
+
+
+class ScaleRequest(models.Model):
+    """Move a tier to ``desired`` active nodes. Scale-up activates standby nodes at
+    once; scale-down drains the nodes it picked and completes when each is back in
+    standby, empty. At most one runs per tier."""
+
+    tier = models.ForeignKey(Tier, on_delete=models.CASCADE, related_name="scale_requests")
+    desired = models.PositiveIntegerField()
+    from_active = models.PositiveIntegerField(help_text="Active nodes when the request was made")
+    owner = models.CharField(max_length=16, choices=Owner.choices, default=Owner.OPERATOR)
+    state = models.CharField(max_length=16, choices=ScaleState.choices, default=ScaleState.RUNNING)
+    reason = models.TextField(blank=True, default="")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+    created_by_name = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    activated = models.JSONField(default=list, blank=True, help_text="Hostnames activated from standby")
+    reclaimed = models.JSONField(default=list, blank=True, help_text="Hostnames taken back from a scale-down drain")
+    note = models.TextField(blank=True, default="", help_text="Shortfalls and skipped nodes, in words")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["tier"], condition=Q(state=ScaleState.RUNNING),
+                                    name="one_running_scale_per_tier"),
+        ]
+
+    def __str__(self) -> str:
+        return f"scale #{self.pk} {self.tier} to {self.desired} ({self.state})"
+
+
+class Drain(models.Model):
+    """A hold on a node: a cordon (no new work) or a drain (cordon, then wait for
+    zero in-flight requests). Active while cordoned, draining or drained; one
+    active hold per node; only its owner (or an operator override, audited)
+    releases it."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="drains")
+    kind = models.CharField(max_length=8, choices=DrainKind.choices, default=DrainKind.DRAIN)
+    owner = models.CharField(max_length=16, choices=Owner.choices, default=Owner.OPERATOR)
+    state = models.CharField(max_length=16, choices=DrainState.choices, default=DrainState.DRAINING)
+    reason = models.TextField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+    created_by_name = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(help_text="When the node stopped taking new work for this hold")
+    deadline = models.DateTimeField(null=True, blank=True, help_text="When the deadline action applies")
+    deadline_action = models.CharField(max_length=8, choices=DeadlineAction.choices, default=DeadlineAction.ALERT)
+    resume_after = models.DateTimeField(null=True, blank=True, help_text="Uncordon automatically at this time")
+    after = models.CharField(max_length=16, choices=AfterDrain.choices, default=AfterDrain.STAY)
+    previous_state = models.CharField(max_length=16, blank=True, default="", help_text="Node state before the hold")
+    scale_request = models.ForeignKey(ScaleRequest, on_delete=models.SET_NULL, null=True, blank=True,
+                                      related_name="drains")
+    drained_at = models.DateTimeField(null=True, blank=True)
+    forced = models.BooleanField(default=False, help_text="Marked drained by the deadline with work in flight")
+    in_flight_at_force = models.IntegerField(null=True, blank=True)
+    alerted_at = models.DateTimeField(null=True, blank=True, help_text="When the deadline passed and alerted")
+    released_at = models.DateTimeField(null=True, blank=True)
+    released_by_name = models.CharField(max_length=150, blank=True, default="")
+    release_reason = models.TextField(blank=True, default="")
+    overridden = models.BooleanField(default=False, help_text="Released by an operator over another owner")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["node"], condition=Q(state__in=ACTIVE_DRAIN_STATES),
+                                    name="one_active_drain_per_node"),
+        ]
+        indexes = [models.Index(fields=["state"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} of {self.node} by {self.owner} ({self.state})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_DRAIN_STATES
+
+
+class Quarantine(models.Model):
+    """One module taken out of service while its node keeps serving on the others."""
+
+    module = models.ForeignKey(Module, on_delete=models.CASCADE, related_name="quarantines")
+    owner = models.CharField(max_length=16, choices=Owner.choices, default=Owner.OPERATOR)
+    reason = models.TextField()
+    previous_state = models.CharField(max_length=16)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+    created_by_name = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+    released_by_name = models.CharField(max_length=150, blank=True, default="")
+    release_reason = models.TextField(blank=True, default="")
+    overridden = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["module"], condition=Q(released_at__isnull=True),
+                                    name="one_active_quarantine_per_module"),
+        ]
+
+    def __str__(self) -> str:
+        return f"quarantine of {self.module} by {self.owner}"
+
+
+class AutoscalerPolicy(models.Model):
+    """Per tier: scale on queue depth per active node (the HPA formula), with the
+    HPA's tolerance and stabilisation windows, a step limit, a cooldown after
+    each scale action before any scale-down, and min/max bounds."""
+
+    tier = models.OneToOneField(Tier, on_delete=models.CASCADE, related_name="autoscaler_policy")
+    enabled = models.BooleanField(default=True)
+    dry_run = models.BooleanField(default=False, help_text="Record decisions without scaling")
+    target_queue_per_node = models.FloatField(validators=[MinValueValidator(0.01)],
+                                              help_text="Queue depth per active node the tier should hold")
+    tolerance = models.FloatField(default=0.1, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+                                  help_text="No change while |observed/target - 1| is within this")
+    scale_up_window_s = models.PositiveIntegerField(default=0, help_text="Scale up to the lowest recommendation "
+                                                    "of this window")
+    scale_down_window_s = models.PositiveIntegerField(default=300, help_text="Scale down to the highest "
+                                                      "recommendation of this window")
+    max_step = models.PositiveIntegerField(default=4, validators=[MinValueValidator(1)],
+                                           help_text="Most nodes added or removed by one decision")
+    scale_up_percent = models.PositiveIntegerField(default=100, help_text="A scale-up adds at most the larger of "
+                                                   "max_step and this share of the active count")
+    scale_down_percent = models.PositiveIntegerField(default=25, validators=[MinValueValidator(1),
+                                                                             MaxValueValidator(100)],
+                                                     help_text="A scale-down removes at most this share of the "
+                                                               "active count (at least one node)")
+    scale_down_headroom = models.BooleanField(default=True, help_text="Scale down only as far as the queue per "
+                                              "node, growing with the square of the load, stays within tolerance")
+    cooldown_s = models.PositiveIntegerField(default=60, help_text="No scale-down until this long after a scale action")
+    min_nodes = models.PositiveIntegerField(null=True, blank=True, help_text="Defaults to the tier's minimum")
+    max_nodes = models.PositiveIntegerField(null=True, blank=True, help_text="Defaults to the tier's maximum")
+    drain_deadline_s = models.PositiveIntegerField(default=900, help_text="Deadline of scale-down drains "
+                                                   "(they stay draining and alert; never forced)")
+    last_scaled_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["tier__level"]
+        verbose_name_plural = "autoscaler policies"
+
+    def __str__(self) -> str:
+        return f"autoscaler of {self.tier}"
+
+    def clean(self) -> None:
+        if self.min_nodes is not None and self.max_nodes is not None and self.min_nodes > self.max_nodes:
+            raise ValidationError({"min_nodes": f"minimum {self.min_nodes} is above the maximum {self.max_nodes}"})
+        if self.tier_id:
+            tier = self.tier
+            if self.min_nodes is not None and self.min_nodes < tier.min_active_nodes:
+                raise ValidationError({"min_nodes": f"below the tier's minimum of {tier.min_active_nodes}"})
+            if self.max_nodes is not None and self.max_nodes > tier.max_active_nodes:
+                raise ValidationError({"max_nodes": f"above the tier's maximum of {tier.max_active_nodes}"})
+
+    def bounds(self) -> tuple[int, int]:
+        lo = self.min_nodes if self.min_nodes is not None else self.tier.min_active_nodes
+        hi = self.max_nodes if self.max_nodes is not None else self.tier.max_active_nodes
+        return lo, hi
+
+
+class AutoscalerDecision(models.Model):
+    """One autoscaler evaluation: its inputs, the formula's result, the
+    stabilised result, what was done and why."""
+
+    tier = models.ForeignKey(Tier, on_delete=models.CASCADE, related_name="autoscaler_decisions")
+    time = models.DateTimeField(db_index=True)
+    current = models.PositiveIntegerField(help_text="Active nodes")
+    queue_depth = models.FloatField(null=True, blank=True)
+    target_queue_per_node = models.FloatField()
+    raw_desired = models.IntegerField(null=True, blank=True, help_text="ceil(current x observed / target)")
+    recommendation = models.IntegerField(null=True, blank=True, help_text="Formula result within min/max")
+    desired = models.IntegerField(help_text="After stabilisation, step limit and cooldown")
+    action = models.CharField(max_length=16, choices=DecisionAction.choices)
+    dry_run = models.BooleanField(default=False)
+    explanation = models.TextField()
+    inputs = models.JSONField(default=dict, blank=True)
+    scale_request = models.ForeignKey(ScaleRequest, on_delete=models.SET_NULL, null=True, blank=True,
+                                      related_name="decisions")
+
+    class Meta:
+        ordering = ["-time", "-id"]
+        indexes = [models.Index(fields=["tier", "time"])]
+
+    def __str__(self) -> str:
+        return f"{self.tier} @ {self.time:%Y-%m-%d %H:%M:%S}: {self.action}"
+
+
+class IdempotencyRecord(models.Model):
+    """The first reply to a request carrying an ``Idempotency-Key``; a replay of
+    the key by the same user gets the same reply."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=128)
+    method = models.CharField(max_length=8)
+    path = models.CharField(max_length=300)
+    request_hash = models.CharField(max_length=64)
+    status_code = models.PositiveSmallIntegerField()
+    response = models.JSONField(default=dict, encoder=DjangoJSONEncoder)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotency_user_key_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path} [{self.key}]"

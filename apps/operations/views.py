@@ -1,0 +1,42 @@
+"""Pages: fleet operations at a glance. The action buttons (cordon, drain,
+uncordon, quarantine, scale) live on the node and tier pages and post to the
+API with a confirmation and a reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+from django.views.generic import TemplateView
+
+from apps.common.views import ViewerRequiredMixin
+from apps.operations import selectors
+from apps.operations.choices import ACTIVE_DRAIN_STATES, DRAIN_STATE_COLOURS, SCALE_STATE_COLOURS
+from apps.telemetry.models import NodeStatus
+
+
+class OperationsView(ViewerRequiredMixin, TemplateView):
+    template_name = "operations/overview.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        ctx = super().get_context_data(**kwargs)
+        now = timezone.now()
+        holds = list(selectors.drain_list().filter(state__in=ACTIVE_DRAIN_STATES).order_by("created_at"))
+        status = {s.node_id: s for s in NodeStatus.objects.filter(node_id__in=[h.node_id for h in holds])}
+        for h in holds:
+            h.waiting_for = selectors.drain_waiting_for(h, now=now, status=status.get(h.node_id))  # type: ignore[attr-defined]
+            h.colour = DRAIN_STATE_COLOURS.get(h.state, "#8a94a6")  # type: ignore[attr-defined]
+        scales = list(selectors.scale_request_list()[:15])
+        for sr in scales:
+            sr.progress = selectors.scale_progress(sr=sr)  # type: ignore[attr-defined]
+            sr.colour = SCALE_STATE_COLOURS.get(sr.state, "#8a94a6")  # type: ignore[attr-defined]
+        ctx.update({
+            "nav": "operations",
+            "holds": holds,
+            "quarantines": list(selectors.quarantine_list().filter(released_at__isnull=True)),
+            "scale_requests": scales,
+            "policies": list(selectors.policy_list()),
+            "decisions": list(selectors.decision_list()[:25]),
+            "recent_holds": list(selectors.drain_list().exclude(state__in=ACTIVE_DRAIN_STATES)[:10]),
+        })
+        return ctx
