@@ -58,3 +58,32 @@ def viewer_api(viewer_user: User) -> APIClient:
 @pytest.fixture
 def anon_api() -> APIClient:
     return _client(None)
+
+
+# Rows that data migrations create (role groups, tiers, admission rules). A
+# transactional test (live servers, real workers, races) ends with a flush
+# that removes them, so every transactional test starts by putting them back.
+_DATA_MIGRATIONS = ("apps.accounts.migrations.0001_roles", "apps.inventory.migrations.0002_tiers_and_rules")
+
+
+def restore_migration_rows() -> None:
+    import importlib
+
+    from django.apps import apps
+
+    for module in _DATA_MIGRATIONS:
+        importlib.import_module(module).forwards(apps, None)
+
+
+def _is_transactional(request: Any) -> bool:
+    marker = request.node.get_closest_marker("django_db")
+    if marker is not None and (marker.kwargs.get("transaction") or (marker.args and marker.args[0])):
+        return True
+    return any(name in request.fixturenames for name in ("transactional_db", "live_server"))
+
+
+@pytest.fixture(autouse=True)
+def _migration_rows(request: Any) -> None:
+    if _is_transactional(request):
+        request.getfixturevalue("transactional_db")
+        restore_migration_rows()

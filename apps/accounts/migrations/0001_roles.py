@@ -3,7 +3,7 @@ from django.db import migrations
 ROLES = ("viewer", "operator", "admin")
 
 
-def create_roles(apps, schema_editor):  # type: ignore[no-untyped-def]
+def forwards(apps, schema_editor):  # type: ignore[no-untyped-def]
     Group = apps.get_model("auth", "Group")
     for name in ROLES:
         Group.objects.get_or_create(name=name)
@@ -11,4 +11,4 @@ def create_roles(apps, schema_editor):  # type: ignore[no-untyped-def]
 
 class Migration(migrations.Migration):
     dependencies = [("auth", "0012_alter_user_first_name_max_length")]
-    operations = [migrations.RunPython(create_roles, migrations.RunPython.noop)]
+    operations = [migrations.RunPython(forwards, migrations.RunPython.noop)]
