@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.postgres.aggregates import ArrayAgg
+from django.contrib.auth.models import Group
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db.models import OuterRef
 from rest_framework import authentication, exceptions
 from rest_framework.authtoken.models import Token
 
@@ -14,9 +16,10 @@ from apps.common.roles import ROLES
 
 class TokenAuthentication(authentication.TokenAuthentication):
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
+        groups = Group.objects.filter(user=OuterRef("user_id")).values("name")
         token = (
             Token.objects.select_related("user")
-            .annotate(group_names=ArrayAgg("user__groups__name", default=[]))
+            .annotate(group_names=ArraySubquery(groups))
             .filter(key=key)
             .first()
         )
