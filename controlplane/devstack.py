@@ -28,6 +28,7 @@ def _processes(host: str, port: str) -> dict[str, list[str]]:
                    "default,telemetry,operations", "--concurrency", "2", "-n", "worker@%h"],
         "beat": [PY, "-m", "celery", "-A", "controlplane", "beat", "-l", "INFO",
                  "--schedule", str(VAR_DIR / "celerybeat-schedule")],
+        "broadcaster": [PY, "manage.py", "broadcast", "--interval", "1.0"],
     }
     if (BASE_DIR / "apps" / "simulator" / "management" / "commands" / "simulate.py").exists():
         procs["simulator"] = [PY, "manage.py", "simulate", "--api", f"http://{host}:{port}"]

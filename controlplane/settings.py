@@ -96,6 +96,7 @@ INSTALLED_APPS = [
     "apps.planner",
     "apps.simulator",
     "apps.dashboard",
+    "apps.operations",
 ]
 
 MIDDLEWARE = [
@@ -145,7 +146,11 @@ CACHES = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("CHANNEL_PREFIX", "cp")},
+        # redis-py 8 caps a pool at 100 connections and raises beyond: a burst of websocket
+        # connects (group_add each) needs more; Redis itself allows 10000 clients.
+        "CONFIG": {"hosts": [{"address": REDIS_URL,
+                              "max_connections": int(os.environ.get("CHANNEL_REDIS_MAX_CONNECTIONS", "1000"))}],
+                   "prefix": os.environ.get("CHANNEL_PREFIX", "cp")},
     }
 }
 
@@ -179,7 +184,7 @@ MAX_BODY_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "apps.common.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["apps.common.permissions.IsViewer"],
@@ -211,6 +216,8 @@ SPECTACULAR_SETTINGS = {
         "NodeStateEnum": "apps.inventory.choices.NodeState",
         "ModuleStateEnum": "apps.inventory.choices.ModuleState",
         "CombinationStateEnum": "apps.inventory.choices.CombinationState",
+        "TierKindEnum": "apps.inventory.choices.TierKind",
+        "FaultKindEnum": "apps.simulator.choices.FaultKind",
     },
 }
 

@@ -50,3 +50,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
 
     async def push(self, message: dict[str, Any]) -> None:
         await self.send_json({"type": message["event"], "data": message["data"], "sent_at": message["sent_at"]})
+
+    async def push_text(self, message: dict[str, Any]) -> None:
+        """A frame already encoded by the sender (events.send_now): sent as it is to every client."""
+        await self.send(text_data=message["text"])

@@ -6,22 +6,27 @@ reconnect, so a lost message never leaves a stale screen.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 
 log = logging.getLogger(__name__)
 
 
 def send_now(group: str, event_type: str, data: dict[str, Any]) -> None:
+    """Push now. The frame is JSON-encoded once here, not once per client in the web process."""
     layer = get_channel_layer()
     if layer is None:
         return
-    message = {"type": "push", "event": event_type, "data": data, "sent_at": time.time()}
+    frame = json.dumps({"type": event_type, "data": data, "sent_at": time.time()}, separators=(",", ":"),
+                       cls=DjangoJSONEncoder)
+    message = {"type": "push.text", "text": frame}
     try:
         async_to_sync(layer.group_send)(group, message)
     except Exception:  # a broadcast must never break the change it reports

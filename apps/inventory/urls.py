@@ -1,3 +1,11 @@
-from typing import Any
+from django.urls import path
 
-urlpatterns: list[Any] = []
+from apps.inventory import views
+
+urlpatterns = [
+    path("inventory/", views.FleetOverviewView.as_view(), name="inventory-overview"),
+    path("nodes/", views.NodeListView.as_view(), name="node-list"),
+    path("nodes/<int:pk>/", views.NodeDetailView.as_view(), name="node-detail"),
+    path("combinations/", views.CombinationListView.as_view(), name="combination-list"),
+    path("drift/", views.DriftView.as_view(), name="version-drift"),
+]

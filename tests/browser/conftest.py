@@ -49,7 +49,9 @@ def _require_browser() -> None:
         pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium; set REQUIRE_BROWSER=1 to fail instead)")
 
 
-@pytest.fixture(scope="session")
+# Module scope: Playwright's sync API keeps an event loop running in this thread while it is
+# open, which breaks the async (anyio) tests that run after the browser tests in one session.
+@pytest.fixture(scope="module")
 def chromium_browser() -> Iterator[Any]:
     _require_browser()
     from playwright.sync_api import sync_playwright

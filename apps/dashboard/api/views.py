@@ -1,0 +1,74 @@
+"""The dashboard's REST reads: the live snapshot (what the websocket pushes, for a
+client that just (re)connected), the Plotly figures of a page for a time range, and
+the live parts of a node page."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.common.permissions import IsViewer
+from apps.dashboard import charts, selectors
+from apps.dashboard.views import minutes_from
+from apps.inventory.models import Node, Tier
+
+MINUTES = OpenApiParameter("minutes", int, enum=[m for m, _ in selectors.TIME_RANGES],
+                           description="Time range of the series in minutes (default 60)")
+
+
+class LiveSnapshotView(APIView):
+    """The fleet snapshot the broadcaster pushes each second, computed now."""
+
+    permission_classes = [IsViewer]
+
+    @extend_schema(responses=OpenApiTypes.OBJECT, tags=["dashboard"])
+    def get(self, request: Request) -> Response:
+        return Response(selectors.live_snapshot())
+
+
+class FleetFiguresView(APIView):
+    """The fleet overview's Plotly figures (queue depth, utilisation, stage latency, breakdown)."""
+
+    permission_classes = [IsViewer]
+
+    @extend_schema(parameters=[MINUTES], responses=OpenApiTypes.OBJECT, tags=["dashboard"])
+    def get(self, request: Request) -> Response:
+        return Response(charts.fleet_figures(minutes=minutes_from(request), snapshot=selectors.live_snapshot()))
+
+
+class TierFiguresView(APIView):
+    """One tier's Plotly figures."""
+
+    permission_classes = [IsViewer]
+
+    @extend_schema(parameters=[MINUTES], responses=OpenApiTypes.OBJECT, tags=["dashboard"])
+    def get(self, request: Request, pk: int) -> Response:
+        tier = get_object_or_404(Tier, pk=pk)
+        return Response(charts.tier_figures(tier=tier, minutes=minutes_from(request),
+                                            snapshot=selectors.live_snapshot()))
+
+
+class NodeFiguresView(APIView):
+    """One node's Plotly figures (CPU, memory, in flight; modules' utilisation and temperature)."""
+
+    permission_classes = [IsViewer]
+
+    @extend_schema(parameters=[MINUTES], responses=OpenApiTypes.OBJECT, tags=["dashboard"])
+    def get(self, request: Request, pk: int) -> Response:
+        node = get_object_or_404(Node, pk=pk)
+        return Response(charts.node_figures(node=node, minutes=minutes_from(request)))
+
+
+class NodeLiveView(APIView):
+    """A node's state, active hold (with what it waits for) and modules' newest telemetry."""
+
+    permission_classes = [IsViewer]
+
+    @extend_schema(responses=OpenApiTypes.OBJECT, tags=["dashboard"])
+    def get(self, request: Request, pk: int) -> Response:
+        node = get_object_or_404(Node, pk=pk)
+        return Response(selectors.node_live(node=node))

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from apps.dashboard import views
+
+urlpatterns = [
+    path("", views.FleetDashboardView.as_view(), name="fleet-overview"),
+    path("racks/", views.RackView.as_view(), name="rack-view"),
+    path("tiers/<int:pk>/", views.TierView.as_view(), name="tier-detail"),
+]

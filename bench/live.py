@@ -1,0 +1,239 @@
+"""Live dashboard benchmark: telemetry accepted -> websocket frame, and one web process
+fanning the 1 Hz snapshot out to many websocket clients.
+
+    CONTROLPLANE_VAR_DIR=./var .venv/bin/python bench/live.py [--clients 500] [--seconds 60]
+
+Starts the engines if DATABASE_URL/REDIS_URL are unset, creates a throwaway database
+(bench_live: migrated, the demo fleet of 60 nodes), starts ONE uvicorn process and the
+broadcaster (1 s), opens N websocket clients with a viewer's session cookie, and posts a
+gateway telemetry batch every 0.5 s. It measures:
+
+* accept -> frame: from the 202 answer to a batch to the first snapshot frame that lists
+  the batch id, per (batch, client) pair (the broadcaster tick bounds it: about 1 s);
+* push lag: frame received minus the broadcaster's sent_at, per frame;
+* CPU of the web process (and of the broadcaster) over the measured window;
+* frames missed: ticks a client did not get.
+
+Drops the database at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+os.environ.setdefault("TEST_DATABASE_NAME", "bench_live")
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+class Clients:
+    def __init__(self) -> None:
+        self.accepted: dict[str, float] = {}  # batch id -> when its 202 arrived
+        self.latency: list[float] = []  # accept -> first frame listing it, per (batch, client)
+        self.lag: list[float] = []  # receive - sent_at, per frame
+        self.frames = 0
+        self.seqs: dict[int, set[int]] = {}  # client -> snapshot seqs seen
+        self.connected = 0
+        self.failed = 0
+        self.measuring = False
+
+
+async def client(n: int, url: str, cookie: str, origin: str, stats: Clients, stop: asyncio.Event) -> None:
+    from websockets.asyncio.client import connect
+
+    seen: set[str] = set()
+    try:
+        async with connect(url, additional_headers={"Cookie": cookie}, origin=origin,  # type: ignore[arg-type]
+                           open_timeout=60, max_size=2**22, ping_interval=None) as ws:
+            stats.connected += 1
+            while not stop.is_set():
+                try:
+                    raw = await asyncio.wait_for(ws.recv(), timeout=1.0)
+                except TimeoutError:
+                    continue
+                now = time.time()
+                msg = json.loads(raw)
+                if msg.get("type") != "fleet.snapshot" or not stats.measuring:
+                    continue
+                stats.frames += 1
+                stats.lag.append(now - msg["sent_at"])
+                stats.seqs.setdefault(n, set()).add(msg["data"].get("seq", -1))
+                for batch in msg["data"]["ingest"]["recent_batches"]:
+                    at = stats.accepted.get(batch)
+                    if at is not None and batch not in seen:
+                        seen.add(batch)
+                        stats.latency.append(now - at)
+    except Exception as exc:  # noqa: BLE001 - counted and reported
+        stats.failed += 1
+        if stats.failed <= 3:
+            print(f"client {n}: {exc!r}", file=sys.stderr)
+
+
+async def poster(api: str, key: str, stats: Clients, stop: asyncio.Event, every: float) -> int:
+    import httpx
+
+    n = 0
+    async with httpx.AsyncClient(base_url=api, headers={"Authorization": f"Agent {key}"}, timeout=10) as http:
+        while not stop.is_set():
+            n += 1
+            batch = f"bench-live-{os.getpid()}-{n:05d}"
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            body = {"batch_id": batch, "tier_samples": [
+                {"time": now, "tier": "hybrid_inference", "queue_depth": n % 40, "arrivals": 300, "completions": 290,
+                 "window_s": 1}]}
+            res = await http.post("/api/v1/telemetry/", json=body)
+            if res.status_code == 202 and stats.measuring:
+                stats.accepted[batch] = time.time()
+            await asyncio.sleep(every)
+    return n
+
+
+async def measure(args: argparse.Namespace, base: str, cookie: str, key: str, web_pid: int, bc_pid: int) -> None:
+    import psutil
+
+    stats = Clients()
+    stop = asyncio.Event()
+    ws_url = base.replace("http://", "ws://") + "/ws/fleet/"
+    tasks = []
+    t0 = time.monotonic()
+    for i in range(args.clients):
+        tasks.append(asyncio.create_task(client(i, ws_url, cookie, base, stats, stop)))
+        if i % 25 == 24:
+            await asyncio.sleep(0.2)
+    while stats.connected + stats.failed < args.clients and time.monotonic() - t0 < 120:
+        await asyncio.sleep(0.2)
+    print(f"{stats.connected} clients connected in {time.monotonic() - t0:.1f} s ({stats.failed} failed)")
+    post = asyncio.create_task(poster(base, key, stats, stop, args.post_every))
+    await asyncio.sleep(3)  # settle
+    web, bc, me = psutil.Process(web_pid), psutil.Process(bc_pid), psutil.Process()
+    load0 = os.getloadavg()[0]
+    cpu0 = (sum(web.cpu_times()[:2]), sum(bc.cpu_times()[:2]), time.monotonic(), sum(me.cpu_times()[:2]))
+    stats.measuring = True
+    await asyncio.sleep(args.seconds)
+    stats.measuring = False
+    cpu1 = (sum(web.cpu_times()[:2]), sum(bc.cpu_times()[:2]), time.monotonic(), sum(me.cpu_times()[:2]))
+    load1 = os.getloadavg()[0]
+    stop.set()
+    await asyncio.gather(post, *tasks, return_exceptions=True)
+
+    wall = cpu1[2] - cpu0[2]
+    web_cpu = (cpu1[0] - cpu0[0]) / wall
+    bc_cpu = (cpu1[1] - cpu0[1]) / wall
+    ticks = max((len(s) for s in stats.seqs.values()), default=0)
+    missed = sum(ticks - len(s) for s in stats.seqs.values())
+    lat, lag = stats.latency, stats.lag
+    print()
+    print(f"live dashboard bench: {stats.connected} websocket clients on one uvicorn process, "
+          f"{wall:.0f} s measured, {len(stats.accepted)} batches posted, {ticks} snapshot ticks")
+    print(f"{'metric':<44}{'p50':>9}{'p95':>9}{'p99':>9}{'max':>9}{'n':>9}")
+    for name, values in [("batch accepted -> frame received (s)", lat), ("push lag: sent_at -> received (s)", lag)]:
+        print(f"{name:<44}" + "".join(f"{pct(values, q):>9.3f}" for q in (0.5, 0.95, 0.99)) +
+              f"{max(values, default=float('nan')):>9.3f}{len(values):>9}")
+    print(f"{'web process CPU (share of one core)':<44}{web_cpu * 100:>8.1f}%")
+    print(f"{'broadcaster CPU (share of one core)':<44}{bc_cpu * 100:>8.1f}%")
+    print(f"{'bench clients process CPU (share of one core)':<44}{(cpu1[3] - cpu0[3]) / wall * 100:>8.1f}%")
+    print(f"{'frames received / missed':<44}{stats.frames:>9}{missed:>9}")
+    print(f"machine: {os.cpu_count()} CPUs, load average {load0:.1f} at start, {load1:.1f} at end "
+          "(the bench clients share the machine with the server)")
+    if lat:
+        verdict = "MET" if pct(lat, 0.95) < 1.5 else "NOT MET"
+        print(f"goal p95 accept->frame < 1.5 s: {verdict} (p95 {pct(lat, 0.95):.3f} s, "
+              f"mean {statistics.fmean(lat):.3f} s)")
+
+
+def run(args: argparse.Namespace) -> None:
+    import logging
+
+    import django
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+    django.setup()
+    from django.conf import settings
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import setup_test_environment
+
+    setup_test_environment()
+    old_name = connection.settings_dict["NAME"]
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        from apps.accounts.services import user_ensure
+        from apps.inventory.demo import seed_demo
+        from apps.telemetry.services import agent_token_issue
+        from tests.agent.live import free_port
+
+        seed_demo()
+        user, _ = user_ensure(username="bench-viewer", password="bench-viewer-pw-1", role="viewer")
+        web_client = Client()
+        web_client.force_login(user)
+        cookie = f"sessionid={web_client.cookies['sessionid'].value}"
+        _, key = agent_token_issue(kind="gateway", node=None, actor="bench")
+        db_url = urlunparse(urlparse(os.environ["DATABASE_URL"])._replace(
+            path="/" + str(settings.DATABASES["default"]["NAME"])))
+        env = {**os.environ, "DATABASE_URL": db_url, "LOG_LEVEL": "WARNING", "DB_CONN_MAX_AGE": "60"}
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        log = open(ROOT / "artifacts" / "bench-live-web.log", "wb")  # noqa: SIM115
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", "127.0.0.1", "--port",
+             str(port), "--no-access-log", "--lifespan", "off", "--ws", "websockets", "--backlog", "2048"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
+        procs.append(subprocess.Popen([sys.executable, "manage.py", "broadcast", "--interval", "1.0"], cwd=ROOT,
+                                      env=env, stdout=log, stderr=subprocess.STDOUT))
+        import httpx
+
+        for _ in range(200):
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.get(base + "/login/", timeout=1)
+                break
+            time.sleep(0.2)
+        asyncio.run(measure(args, base, cookie, key, procs[0].pid, procs[1].pid))
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(10)
+        connection.close()
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=500)
+    parser.add_argument("--seconds", type=float, default=60.0, help="measured window")
+    parser.add_argument("--post-every", type=float, default=0.5, help="seconds between telemetry batches")
+    args = parser.parse_args()
+    (ROOT / "artifacts").mkdir(exist_ok=True)
+    if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
+        run(args)
+        return
+    from controlplane.engines import running_engines
+
+    with running_engines() as env:
+        os.environ.update(env)
+        run(args)
+
+
+if __name__ == "__main__":
+    main()
