@@ -3,7 +3,6 @@ from django.urls import path
 from apps.inventory import views
 
 urlpatterns = [
-    path("inventory/", views.FleetOverviewView.as_view(), name="inventory-overview"),
     path("nodes/", views.NodeListView.as_view(), name="node-list"),
     path("nodes/<int:pk>/", views.NodeDetailView.as_view(), name="node-detail"),
     path("combinations/", views.CombinationListView.as_view(), name="combination-list"),

@@ -39,22 +39,6 @@ class NodePageFilterSet(NodeFilterSet):
         )
 
 
-class FleetOverviewView(ViewerRequiredMixin, TemplateView):
-    template_name = "fleet/overview.html"
-
-    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        ctx = super().get_context_data(**kwargs)
-        warned = selectors.nodes_with_warnings()
-        ctx.update(
-            nav="fleet",
-            tiers=selectors.tier_overview(),
-            warned_nodes=list(warned[:100]),
-            warned_total=warned.count(),
-            drift_count=selectors.version_drift().count()
-        )
-        return ctx
-
-
 class NodeListView(ViewerRequiredMixin, ListView):
     template_name = "inventory/node_list.html"
     context_object_name = "nodes"
