@@ -630,13 +630,13 @@ def operations_retention(*, now: dt.datetime | None = None, decisions_days: floa
 
 @transaction.atomic
 def policy_save(*, policy: AutoscalerPolicy, actor: Any, source: str = Source.API, created: bool = False,
-                before: dict[str, Any] | None = None) -> AutoscalerPolicy:
+                before: dict[str, Any] | None = None, reason: str = "") -> AutoscalerPolicy:
     from apps.audit.services import diff, snapshot
 
     policy.full_clean()
     policy.save()
     audit_record(actor=actor, action="autoscaler_policy.create" if created else "autoscaler_policy.update",
-                 target=policy, source=source, changes=diff(before, snapshot(policy)))
+                 target=policy, source=source, reason=reason, changes=diff(before, snapshot(policy)))
     return policy
 
 

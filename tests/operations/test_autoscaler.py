@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from apps.audit.models import AuditEvent
 from apps.inventory.choices import NodeState
 from apps.operations import services
 from apps.operations.autoscaler import Params, decide
@@ -112,8 +113,14 @@ def test_it_lets_operators_manage_policies(fleet, operator_api, viewer_api):  # 
     r = operator_api.post("/api/v1/autoscaler-policies/", body, format="json")
     assert r.status_code == 201, r.json()
     assert r.json()["tolerance"] == 0.1 and r.json()["scale_down_window_s"] == 300
-    r = operator_api.patch(f"/api/v1/autoscaler-policies/{r.json()['id']}/", {"max_nodes": 99}, format="json")
+    pk = r.json()["id"]
+    r = operator_api.patch(f"/api/v1/autoscaler-policies/{pk}/", {"max_nodes": 99}, format="json")
     assert r.status_code == 400 and "above the tier's maximum of 8" in r.json()["detail"]
+    r = operator_api.patch(f"/api/v1/autoscaler-policies/{pk}/", {"enabled": False, "reason": "peak over"},
+                           format="json")
+    assert r.status_code == 200 and r.json()["enabled"] is False and "reason" not in r.json()
+    event = AuditEvent.objects.filter(action="autoscaler_policy.update", target_id=str(pk)).latest("id")
+    assert event.reason == "peak over" and event.changes["enabled"] == [True, False]
 
 
 @pytest.mark.django_db

@@ -62,17 +62,20 @@ class ScaleRequestSerializer(serializers.ModelSerializer[ScaleRequest]):
 
 class AutoscalerPolicySerializer(serializers.ModelSerializer[AutoscalerPolicy]):
     tier_kind = serializers.CharField(source="tier.kind", read_only=True)
+    reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=1000,
+                                   help_text="Why the policy changes; kept in the audit record")
 
     class Meta:
         model = AutoscalerPolicy
         fields = ["id", "tier", "tier_kind", "enabled", "dry_run", "target_queue_per_node", "tolerance",
                   "scale_up_window_s", "scale_down_window_s", "max_step", "scale_up_percent", "scale_down_percent",
                   "scale_down_headroom", "cooldown_s", "min_nodes", "max_nodes",
-                  "drain_deadline_s", "last_scaled_at", "created_at", "updated_at"]
+                  "drain_deadline_s", "last_scaled_at", "created_at", "updated_at", "reason"]
         read_only_fields = ["last_scaled_at", "created_at", "updated_at"]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        instance = AutoscalerPolicy(**{**(self._current() or {}), **attrs})
+        fields = {k: v for k, v in attrs.items() if k != "reason"}
+        instance = AutoscalerPolicy(**{**(self._current() or {}), **fields})
         instance.full_clean(validate_unique=False, validate_constraints=False)
         return attrs
 

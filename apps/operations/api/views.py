@@ -232,15 +232,20 @@ class AutoscalerPolicyViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, 
     permission_classes = [ViewerReadOperatorWrite]
 
     def perform_create(self, serializer: Any) -> None:
-        serializer.instance = services.policy_save(policy=AutoscalerPolicy(**serializer.validated_data),
-                                                   actor=self.request.user, created=True)
+        data = dict(serializer.validated_data)
+        reason = data.pop("reason", "")
+        serializer.instance = services.policy_save(policy=AutoscalerPolicy(**data), actor=self.request.user,
+                                                   created=True, reason=reason)
 
     def perform_update(self, serializer: Any) -> None:
         policy = serializer.instance
         before = snapshot(policy)
-        for key, value in serializer.validated_data.items():
+        data = dict(serializer.validated_data)
+        reason = data.pop("reason", "")
+        for key, value in data.items():
             setattr(policy, key, value)
-        serializer.instance = services.policy_save(policy=policy, actor=self.request.user, before=before)
+        serializer.instance = services.policy_save(policy=policy, actor=self.request.user, before=before,
+                                                   reason=reason)
 
     def perform_destroy(self, instance: AutoscalerPolicy) -> None:
         services.policy_delete(policy=instance, actor=self.request.user)
