@@ -52,6 +52,8 @@
   // ---- snapshot → page ---------------------------------------------------------------------------
   function pctText(v) { return v === null || v === undefined ? "–" : Math.round(v * 100) + "%"; }
   function numText(v) { return v === null || v === undefined ? "–" : String(v); }
+  // "on (dry run)": the policy records decisions but scales nothing.
+  function autoscalerLabel(a) { return a.enabled ? (a.dry_run ? "on (dry run)" : "on") : "off"; }
 
   function badge(state, colours, labels) {
     const bg = colours[state] || "#6b7385";
@@ -86,10 +88,10 @@
         const auto = box.querySelector("[data-live-autoscaler]");
         if (auto && t.autoscaler) {
           auto.dataset.enabled = String(t.autoscaler.enabled);
-          auto.textContent = "Autoscaler: " + (t.autoscaler.enabled ? "on" : "off");
+          auto.textContent = "Autoscaler: " + autoscalerLabel(t.autoscaler);
         }
         const autoText = box.querySelector("[data-live-autoscaler-text]");
-        if (autoText && t.autoscaler) autoText.textContent = t.autoscaler.enabled ? "on" : "off";
+        if (autoText && t.autoscaler) autoText.textContent = autoscalerLabel(t.autoscaler);
         const size = box.querySelector('[data-action="scale"]');
         if (size) size.dataset.desired = t.active;
       });
@@ -343,7 +345,7 @@
       else if (d.scale_request) toast("scale " + d.scale_request.tier_kind + " to " + d.scale_request.desired + ": " + d.scale_request.state);
       else if (btn.dataset.action === "autoscaler") {
         btn.dataset.enabled = String(d.enabled);
-        btn.textContent = "Autoscaler: " + (d.enabled ? "on" : "off");
+        btn.textContent = "Autoscaler: " + autoscalerLabel(d);
         toast("autoscaler " + (d.enabled ? "on" : "off"));
       }
       refreshNode();
