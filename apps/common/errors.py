@@ -30,10 +30,18 @@ def django_errors(exc: DjangoValidationError) -> dict[str, list[str]]:
 
 
 def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested error detail as flat paths: ``items[3].slot``. List items and
+    index-keyed dicts (a ListField's child errors) both become ``[i]``; a nested
+    object's own errors are reported on its path."""
     out: dict[str, list[str]] = {}
     if isinstance(detail, dict):
         for key, value in detail.items():
-            name = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(key, int) or str(key).isdigit():
+                name = f"{prefix}[{key}]"
+            elif key == "non_field_errors" and prefix:
+                name = prefix
+            else:
+                name = f"{prefix}.{key}" if prefix else str(key)
             for k, v in _flatten(value, name).items():
                 out.setdefault(k, []).extend(v)
     elif isinstance(detail, list):

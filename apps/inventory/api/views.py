@@ -72,34 +72,11 @@ class InventoryViewSet(ValuesListMixin, viewsets.ModelViewSet):  # type: ignore[
         services.inventory_delete(instance=instance, actor=self.request.user, source=Source.API)
 
 
-def _flat_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
-    """DRF's nested errors of ``items`` (keyed by index) as ``items[3].slot`` keys."""
-    out: dict[str, list[str]] = {}
-    if isinstance(detail, dict):
-        for key, value in detail.items():
-            if isinstance(key, int) or str(key).isdigit():
-                name = f"{prefix}[{key}]"
-            elif key == "non_field_errors" and prefix:
-                name = prefix
-            else:
-                name = f"{prefix}.{key}" if prefix else str(key)
-            for k, v in _flat_errors(value, name).items():
-                out.setdefault(k, []).extend(v)
-    elif isinstance(detail, list) and not all(isinstance(d, str) for d in detail):
-        for i, value in enumerate(detail):
-            if value:
-                for k, v in _flat_errors(value, f"{prefix}[{i}]").items():
-                    out.setdefault(k, []).extend(v)
-    else:
-        out[prefix or "non_field_errors"] = [str(d) for d in detail] if isinstance(detail, list) else [str(detail)]
-    return out
-
-
 def _bulk(view: InventoryViewSet, request: Request, bulk_class: type[serializers.Serializer[Any]],
           item_class: type[serializers.Serializer[Any]]) -> Response:
     bulk = bulk_class(data=request.data, context=view.get_serializer_context())
     if not bulk.is_valid():
-        raise exceptions.ValidationError(_flat_errors(bulk.errors))
+        raise exceptions.ValidationError(bulk.errors)  # flattened to items[i].field by apps.common.errors
     model = view.get_queryset().model
     instances = [model(**item) for item in bulk.validated_data["items"]]
     created = services.bulk_create(instances=instances, actor=request.user, source=Source.API)
