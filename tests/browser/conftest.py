@@ -9,8 +9,8 @@ folder):
 * ``screenshot(page, name)``: save ``artifacts/<name>.png`` at the repository root;
 * ``demo_fleet``: the demo fleet (``seed_demo``) in the live server's database plus a viewer
   ``BROWSER_USER``/``BROWSER_PASSWORD``;
-* ``restore_migration_rows()``: put back the tiers and admission rules that the flush after
-  each transactional (live-server) test removes.
+* ``restore_migration_rows()`` (from ``tests.conftest``, which also runs it before every
+  transactional test): put back the rows the flush after a transactional test removes.
 
 The live server serves /static/ through Django's staticfiles handler, so pages load app.css
 from the repository with no CDN and no collectstatic.
@@ -18,13 +18,14 @@ from the repository with no CDN and no collectstatic.
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.conftest import restore_migration_rows
 
 # Playwright's sync API runs an event loop in this thread; Django would refuse ORM calls
 # from the test body (SynchronousOnlyOperation) without this.
@@ -91,15 +92,6 @@ def screenshot(page: Any, name: str, *, full_page: bool = True) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=full_page)
     return path
-
-
-def restore_migration_rows() -> None:
-    """Put back the rows data migrations create (tiers, admission rules): a transactional
-    test's flush removes them, and live-server tests are transactional."""
-    from django.apps import apps
-
-    forwards = importlib.import_module("apps.inventory.migrations.0002_tiers_and_rules").forwards
-    forwards(apps, None)
 
 
 @pytest.fixture

@@ -19,9 +19,6 @@ from apps.telemetry.services import agent_token_issue
 class Fleet:
     def __init__(self) -> None:
         rack = Rack.objects.create(name="rack-t")
-        # get_or_create: a transactional test flushes the tiers the inventory migration made.
-        for level, (kind, label) in enumerate(TierKind.choices, start=1):
-            Tier.objects.get_or_create(kind=kind, defaults={"name": label, "level": level})
         hybrid = Tier.objects.get(kind=TierKind.HYBRID_INFERENCE)
         mtype = ModuleType.objects.create(vendor="Axon", model="AX-T", form_factor=FormFactor.M2,
                                           int8_tops=Decimal("40"), power_w=10, pcie_lanes=4)
