@@ -11,6 +11,16 @@ from rest_framework.test import APIClient
 
 from apps.accounts.services import user_ensure
 
+pytest_plugins = ["tests.live.fixtures"]
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: Any, call: Any) -> Any:
+    """Keep each phase's report on the test item (``item.rep_call``), so fixtures can tell a failed test."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
 
 def _user(role: str) -> User:
     user, _ = user_ensure(username=f"test-{role}", password="pw-" + role, role=role)
@@ -87,3 +97,24 @@ def _migration_rows(request: Any) -> None:
     if _is_transactional(request):
         request.getfixturevalue("transactional_db")
         restore_migration_rows()
+
+
+@pytest.fixture(autouse=True)
+def _abuse_limits_off(settings: Any, monkeypatch: Any) -> None:
+    """Tests make writes and send telemetry far faster than people and agents do; the abuse limits
+    (apps/common/throttling.py) are off unless a test turns them on (tests/common/test_throttling.py).
+    Processes the live harness starts inherit the environment."""
+    settings.API_WRITE_RATE = settings.TELEMETRY_RATE = ""
+    monkeypatch.setenv("API_WRITE_RATE", "")
+    monkeypatch.setenv("TELEMETRY_RATE", "")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_telemetry_caches() -> None:
+    """Agent identities (and the tiers' ids) and known partitions are cached per process;
+    tests roll back or flush the rows behind them (tiers come back with new ids)."""
+    from apps.telemetry.identity import identities
+    from apps.telemetry.ingest import forget_partitions
+
+    identities.clear()
+    forget_partitions()

@@ -1,14 +1,13 @@
 """The broadcaster: each tick, push a small fleet snapshot to the fleet group, and
-events for what changed since the previous tick. Every socket is in the fleet
-group, so fleet-wide news goes there once (node state, audit records) and the
-rest only to the narrow group of the page that shows it (drain progress to
-node.<id>; scale requests and autoscaler decisions to tier.<id>): no client gets
-an event twice.
+events for what changed since the previous tick that nobody published: drain
+progress (what a hold waits for changes as reports arrive and deadlines near) to
+node.<id>, scale requests and autoscaler decisions to tier.<id>, new audit
+records to the fleet group. Node and module state changes are published by the
+lifecycle itself after commit (apps.operations.lifecycle), so they are not
+diffed here. Every read goes through the apps' selectors.
 
-Changes are found by diffing committed state tick to tick, so every writer
-(operations services, health checks, rollouts, the admin) is covered without
-calling anything here. Delivery is at-most-once; clients re-fetch the snapshot
-over REST after a reconnect.
+Delivery is at-most-once; clients re-fetch the snapshot over REST after a
+reconnect.
 """
 
 from __future__ import annotations
@@ -18,15 +17,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
-from apps.audit.models import AuditEvent
+from apps.audit import selectors as audit
+from apps.common.events import FLEET_GROUP, EventType, node_group, send_now, tier_group
 from apps.dashboard import selectors
-from apps.dashboard.choices import FLEET_GROUP, EventType, node_group, tier_group
-from apps.dashboard.events import send_now
-from apps.operations.choices import ScaleState
-from apps.operations.models import AutoscalerDecision, ScaleRequest
+from apps.operations import selectors as operations
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +33,6 @@ class Broadcaster:
     """Holds what the previous tick saw. The first tick sets the baseline and pushes
     only the snapshot."""
 
-    nodes: dict[int, tuple[str, int, str]] | None = None
     drains: dict[int, dict[str, Any]] = field(default_factory=dict)
     scale_max: int = 0
     scale_running: dict[int, str] = field(default_factory=dict)
@@ -53,22 +49,12 @@ class Broadcaster:
         """One pass: returns the (group, event type) pairs pushed."""
         now = timezone.now()
         sent: list[tuple[str, str]] = []
-        first = self.nodes is None
+        first = self.ticks == 0
         snapshot = selectors.live_snapshot(now=now)
         snapshot["seq"] = self.ticks
         self._push(EventType.SNAPSHOT, snapshot, [FLEET_GROUP], sent)
 
-        states = selectors.node_states()
-        if not first and self.nodes is not None:
-            for pk, (state, tier_id, host) in states.items():
-                before = self.nodes.get(pk)
-                if before is None or before[0] != state:
-                    data = {"id": pk, "hostname": host, "tier_id": tier_id, "state": state,
-                            "previous": before[0] if before else None, "time": now.isoformat()}
-                    self._push(EventType.NODE_STATE, data, [FLEET_GROUP], sent)
-        self.nodes = states
-
-        drains = selectors.drain_progress(now=now, ids=list(self.drains))
+        drains = operations.drain_progress(now=now, ids=list(self.drains))
         if not first:
             for pk, d in drains.items():
                 seen = self.drains.get(pk)
@@ -77,14 +63,13 @@ class Broadcaster:
         self.drains = {pk: d for pk, d in drains.items() if d["state"] != "released"}
 
         if first:
-            self.scale_max = selectors.max_id(ScaleRequest)
-            self.decision_max = selectors.max_id(AutoscalerDecision)
-            self.audit_max = selectors.max_id(AuditEvent)
-            running = list(ScaleRequest.objects.filter(state=ScaleState.RUNNING).values_list("pk", flat=True))
-            self.scale_running = {s["id"]: s["state"] for s in
-                                  selectors.scale_requests(since_id=self.scale_max, running_ids=running)}
+            self.scale_max = operations.max_scale_request_id()
+            self.decision_max = operations.max_decision_id()
+            self.audit_max = audit.audit_max_id()
+            self.scale_running = {s["id"]: s["state"] for s in operations.scale_request_briefs(
+                since_id=self.scale_max, running_ids=operations.running_scale_request_ids())}
         else:
-            for sr in selectors.scale_requests(since_id=self.scale_max, running_ids=list(self.scale_running)):
+            for sr in operations.scale_request_briefs(since_id=self.scale_max, running_ids=list(self.scale_running)):
                 if self.scale_running.get(sr["id"]) != sr["state"] or sr["id"] > self.scale_max:
                     self._push(EventType.SCALE_DECISION, sr, [tier_group(sr["tier_id"])], sent)
                 self.scale_max = max(self.scale_max, sr["id"])
@@ -92,11 +77,11 @@ class Broadcaster:
                     self.scale_running[sr["id"]] = sr["state"]
                 else:
                     self.scale_running.pop(sr["id"], None)
-            for dec in selectors.autoscaler_decisions(since_id=self.decision_max):
+            for dec in operations.decision_briefs(since_id=self.decision_max):
                 self._push(EventType.AUTOSCALER_DECISION, dec, [tier_group(dec["tier_id"])], sent)
                 self.decision_max = dec["id"]
-            newest = selectors.max_id(AuditEvent)  # quiet actions are skipped, not re-read
-            for ev in selectors.audit_events(since_id=self.audit_max, upto_id=newest):
+            newest = audit.audit_max_id()  # quiet actions are skipped, not re-read
+            for ev in audit.audit_tail(since_id=self.audit_max, upto_id=newest):
                 self._push(EventType.AUDIT, ev, [FLEET_GROUP], sent)
             self.audit_max = newest
         self.ticks += 1
@@ -106,16 +91,42 @@ class Broadcaster:
         """Tick every ``interval`` seconds (on the wall clock, not drifting) until stopped."""
         next_at = time.monotonic()
         done = 0
+        failures = 0
+        failing_since = None
         while ticks <= 0 or done < ticks:
             close_old_connections()
             try:
                 self.tick()
-            except Exception:  # one bad tick (database restart) must not end the broadcaster
-                log.exception("broadcast tick failed")
+            except Exception as exc:  # one bad tick (database or Redis restart) must not end the broadcaster
+                failures += 1
+                failing_since = failing_since or timezone.now()
+                log.exception("broadcast tick failed (%d in a row)", failures)
+                _drop_connection()  # reconnect on the next tick, through the pool's check
+                # The pages say so (their data stops, and they show why), if Redis is still there.
+                first_line = (str(exc).strip().splitlines() or [""])[0]
+                send_now(FLEET_GROUP, EventType.BROADCAST_HEALTH, {
+                    "ok": False, "failures": failures, "since": failing_since.isoformat(),
+                    "error": f"{type(exc).__name__}: {first_line}"[:200],
+                })
+            else:
+                if failures:
+                    send_now(FLEET_GROUP, EventType.BROADCAST_HEALTH, {"ok": True, "failures": 0})
+                    log.info("broadcast ticks succeed again after %d failure(s)", failures)
+                failures = 0
+                failing_since = None
             done += 1
             next_at += interval
+            if failures:  # back off while the engines are away: 1, 2, 4 ... at most 15 ticks
+                next_at += interval * (min(15, 2 ** (failures - 1)) - 1)
             delay = next_at - time.monotonic()
             if delay < 0:
                 next_at = time.monotonic()
                 delay = 0
             time.sleep(delay)
+
+
+def _drop_connection() -> None:
+    try:
+        connection.close()
+    except Exception:  # already broken; Django forgets it either way
+        connection.connection = None

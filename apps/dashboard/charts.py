@@ -6,13 +6,15 @@ snapshots arrive. Traces the browser patches carry ``meta`` saying what they sho
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from collections import defaultdict
 from typing import Any
 
 import plotly.graph_objects as go
+from django.utils import timezone
 
 from apps.inventory.choices import NODE_STATE_COLOURS, NodeState
+from apps.telemetry import selectors as telemetry
 from apps.telemetry.choices import Stage
 
 STAGE_COLOURS = {
@@ -41,19 +43,29 @@ RACK_METRICS: dict[str, dict[str, Any]] = {
 }
 
 
+# Time ticks as precise as their spacing: ticks 15 s apart read 22:50:15, 22:50:30 (never 22:50 four
+# times); a day apart, the date.
+TIME_TICKS = [
+    {"dtickrange": [None, 60_000], "value": "%H:%M:%S"},
+    {"dtickrange": [60_000, 86_400_000], "value": "%H:%M"},
+    {"dtickrange": [86_400_000, None], "value": "%b %d"},
+]
+NO_DATA = "no data yet: rollups every minute"
+
+
 def as_json(fig: go.Figure) -> dict[str, Any]:
     """The figure as plain JSON (plotly's encoder: datetimes to ISO strings)."""
     return dict(json.loads(fig.to_json()))
 
 
-def _layout(fig: go.Figure, *, height: int = 300, ytitle: str = "", yformat: str = "",
+def _layout(fig: go.Figure, *, height: int = 330, ytitle: str = "", yformat: str = "",
             hovermode: str = "x unified", **extra: Any) -> None:
     fig.update_layout(
         template="none", font={"family": "DejaVu Sans, sans-serif", "size": 12},
         margin={"l": 56, "r": 16, "t": 16, "b": 40}, height=height,
         paper_bgcolor="#ffffff", plot_bgcolor="#ffffff", hovermode=hovermode,
         legend={"orientation": "h", "y": -0.16, "x": 0, "yanchor": "top", "font": {"size": 11}},
-        xaxis={"gridcolor": "#eef0f4", "type": "date", "tickformat": "%H:%M", "hoverformat": "%H:%M:%S"},
+        xaxis={"gridcolor": "#eef0f4", "type": "date", "tickformatstops": TIME_TICKS, "hoverformat": "%H:%M:%S"},
         yaxis={"title": {"text": ytitle}, "gridcolor": "#eef0f4", "rangemode": "tozero", "tickformat": yformat},
         uirevision="keep", **extra,
     )
@@ -73,10 +85,12 @@ def queue_figure(series: dict[str, Any], tiers: list[dict[str, Any]]) -> dict[st
         colour = _tier_colour(i)
         fig.add_trace(go.Scatter(
             x=[p["minute"] for p in data["points"]], y=[p["queue_depth_mean"] for p in data["points"]],
-            name=f"{tier['name']} (1-min mean)", mode="lines", line={"color": colour, "width": 2},
-            meta={"tier_id": tier["id"], "role": "history"}))
+            name=tier["name"], legendgroup=str(tier["id"]), mode="lines", line={"color": colour, "width": 2},
+            hovertemplate="%{y:.1f} (1-min mean)", meta={"tier_id": tier["id"], "role": "history"}))
         fig.add_trace(go.Scatter(
-            x=[], y=[], name=f"{tier['name']} (live)", mode="lines+markers",
+            # one legend entry per tier (the card's title says "1-min mean and live"): fewer legend rows
+            x=[], y=[], name=f"{tier['name']} (live)", legendgroup=str(tier["id"]), showlegend=False,
+            mode="lines+markers",
             line={"color": colour, "width": 1, "dash": "dot"}, marker={"size": 3},
             meta={"tier_id": tier["id"], "role": "live", "field": "queue_depth"}))
     _layout(fig, ytitle="requests queued")
@@ -102,28 +116,11 @@ def utilisation_figure(util: dict[int, dict[str, list[Any]]], tiers: list[dict[s
     return as_json(fig)
 
 
-def _combined_stage_points(series: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """Per stage and minute over the tiers given: count-weighted mean of each percentile
-    (a stage may run in more than one tier, e.g. generation on modules and on tier 3)."""
-    acc: dict[str, dict[Any, dict[str, float]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(float)))
-    for tier in series["tiers"]:
-        for stage in tier["stages"]:
-            for p in stage["points"]:
-                w = float(p["count"] or 1)
-                cell = acc[stage["stage"]][p["minute"]]
-                cell["w"] += w
-                for key, _ in PERCENTILES:
-                    cell[key] += w * float(p[key] or 0)
-    out: dict[str, list[dict[str, Any]]] = {}
-    for stage, minutes in acc.items():
-        out[stage] = [{"minute": m, **{k: round(c[k] / c["w"], 1) for k, _ in PERCENTILES}}
-                      for m, c in sorted(minutes.items())]
-    return out
-
-
-def latency_figure(series: dict[str, Any]) -> dict[str, Any]:
-    """Per-stage latency over time; buttons switch between p50, p95 and p99."""
-    points = _combined_stage_points(series)
+def latency_figure(stages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-stage latency over time (``stages``: [{stage, points}], one tier's or the fleet's merged);
+    buttons switch between p50, p95 and p99. Points merged from the gateway's summaries rather than
+    the nodes' histograms say "approximate" when hovered."""
+    points = {s["stage"]: s["points"] for s in stages}
     fig = go.Figure()
     for key, label in PERCENTILES:
         for stage in Stage.values:
@@ -131,12 +128,14 @@ def latency_figure(series: dict[str, Any]) -> dict[str, Any]:
             fig.add_trace(go.Scatter(
                 x=[p["minute"] for p in pts], y=[p[key] for p in pts], name=f"{stage} {label}", mode="lines",
                 line={"color": STAGE_COLOURS[stage], "width": 2}, visible=key == "p95_ms",
+                customdata=["" if p.get("exact") else " (approximate)" for p in pts],
+                hovertemplate=f"{stage} {label} %{{y:.1f}} ms%{{customdata}}<extra></extra>",
                 meta={"stage": stage, "pct": label}))
     n = len(Stage.values)
     buttons = [{"label": label, "method": "update",
                 "args": [{"visible": [j // n == i for j in range(n * len(PERCENTILES))]}]}
                for i, (_, label) in enumerate(PERCENTILES)]
-    _layout(fig, ytitle="ms", height=320, updatemenus=[{
+    _layout(fig, ytitle="ms", height=350, updatemenus=[{
         "type": "buttons", "direction": "right", "active": 1, "x": 1, "xanchor": "right", "y": 1.18,
         "yanchor": "top", "buttons": buttons, "pad": {"r": 0, "t": 0}, "font": {"size": 11}}])
     fig.update_layout(margin={"t": 40})
@@ -157,7 +156,7 @@ def breakdown_figure(tiers: list[dict[str, Any]], pct: str = "p50_ms") -> dict[s
         fig.add_trace(go.Bar(x=xs, y=names, name=stage, orientation="h", marker={"color": STAGE_COLOURS[stage]},
                              meta={"stage": stage, "tier_ids": [t["id"] for t in shown], "pct": pct},
                              hovertemplate="%{y}: " + stage + " %{x:.0f} ms<extra></extra>"))
-    _layout(fig, height=max(170, 70 + 45 * len(names)), barmode="stack", hovermode="closest")
+    _layout(fig, height=max(300, 120 + 45 * len(names)), barmode="stack", hovermode="closest")
     fig.update_xaxes(type="linear", title={"text": "ms (newest stage summaries)"})
     fig.update_yaxes(autorange="reversed", title={"text": ""}, rangemode="normal", automargin=True, type="category")
     fig.update_layout(legend={"traceorder": "normal", "y": 1.02, "yanchor": "bottom"}, margin={"t": 34, "b": 44})
@@ -233,37 +232,56 @@ def modules_figure(history: dict[str, Any]) -> dict[str, Any]:
 # ---- the figures of each page --------------------------------------------------------------------
 
 
-def fleet_figures(*, minutes: int, snapshot: dict[str, Any]) -> dict[str, Any]:
-    from apps.dashboard import selectors
-    from apps.telemetry import selectors as telemetry
+def _say_when_empty(fig: dict[str, Any], *, minutes: int, now: dt.datetime) -> dict[str, Any]:
+    """A time chart with no point at all says why, over the chosen window (not around midnight of
+    1 January 2000, Plotly's empty date axis). The browser drops the note once points arrive."""
+    if any(len(t.get("x") or []) for t in fig["data"]):
+        return fig
+    layout = fig["layout"]
+    layout["annotations"] = [*layout.get("annotations", []), {
+        "name": "no-data", "text": NO_DATA, "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5,
+        "showarrow": False, "font": {"size": 13, "color": "#6b7385"}}]
+    start = now - dt.timedelta(minutes=minutes)
+    layout["xaxis"] = {**layout.get("xaxis", {}), "autorange": False,
+                       "range": [start.strftime("%Y-%m-%d %H:%M:%S"), now.strftime("%Y-%m-%d %H:%M:%S")]}
+    return fig
 
+
+def fleet_figures(*, minutes: int, snapshot: dict[str, Any]) -> dict[str, Any]:
     tiers = snapshot["tiers"]
+    now = timezone.now()
     return {
-        "queue": queue_figure(telemetry.queue_depth_series(tier=None, minutes=minutes), tiers),
-        "util": utilisation_figure(selectors.utilisation_series(minutes=minutes), tiers),
-        "latency": latency_figure(telemetry.stage_latency_series(tier=None, minutes=minutes)),
+        "queue": _say_when_empty(queue_figure(telemetry.queue_depth_series(tier=None, minutes=minutes), tiers),
+                                 minutes=minutes, now=now),
+        "util": _say_when_empty(utilisation_figure(telemetry.utilisation_series(minutes=minutes), tiers),
+                                minutes=minutes, now=now),
+        "latency": _say_when_empty(
+            latency_figure(telemetry.fleet_stage_latency_series(minutes=minutes)["stages"]), minutes=minutes, now=now),
         "breakdown": breakdown_figure(tiers),
     }
 
 
 def tier_figures(*, tier: Any, minutes: int, snapshot: dict[str, Any]) -> dict[str, Any]:
-    from apps.dashboard import selectors
-    from apps.telemetry import selectors as telemetry
-
     tiers = [t for t in snapshot["tiers"] if t["id"] == tier.pk]
-    return {
-        "queue": queue_figure(telemetry.queue_depth_series(tier=tier, minutes=minutes), tiers),
-        "util": utilisation_figure(selectors.utilisation_series(minutes=minutes, tier_id=tier.pk), tiers),
-        "latency": latency_figure(telemetry.stage_latency_series(tier=tier, minutes=minutes)),
+    now = timezone.now()
+    figures = {
+        "queue": _say_when_empty(queue_figure(telemetry.queue_depth_series(tier=tier, minutes=minutes), tiers),
+                                 minutes=minutes, now=now),
+        "latency": _say_when_empty(
+            latency_figure(telemetry.stage_latency_series(tier=tier, minutes=minutes)["tiers"][0]["stages"]),
+            minutes=minutes, now=now),
         "breakdown": breakdown_figure(tiers),
     }
+    if any(t.get("total") for t in tiers):  # a tier on endpoints only (tier 3) has no utilisation of ours
+        figures["util"] = _say_when_empty(utilisation_figure(
+            telemetry.utilisation_series(minutes=minutes, tier_id=tier.pk), tiers), minutes=minutes, now=now)
+    return figures
 
 
 def node_figures(*, node: Any, minutes: int) -> dict[str, Any]:
-    from apps.telemetry import selectors as telemetry
-
     history = telemetry.node_history(node=node, minutes=minutes)
-    figures = {"node": node_figure(history)}
+    now = timezone.now()
+    figures = {"node": _say_when_empty(node_figure(history), minutes=minutes, now=now)}
     if history["modules"]:
-        figures["modules"] = modules_figure(history)
+        figures["modules"] = _say_when_empty(modules_figure(history), minutes=minutes, now=now)
     return figures

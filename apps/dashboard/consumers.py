@@ -11,8 +11,8 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from apps.common.events import FLEET_GROUP, node_group, tier_group
 from apps.common.roles import VIEWER, has_role
-from apps.dashboard.choices import FLEET_GROUP, node_group, tier_group
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):

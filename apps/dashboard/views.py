@@ -9,14 +9,14 @@ from typing import Any
 from django.shortcuts import get_object_or_404
 from django.views.generic import TemplateView
 
+from apps.audit import selectors as audit
 from apps.common.roles import OPERATOR, has_role
-from apps.common.views import ViewerRequiredMixin
+from apps.common.views import PLOTLY_VERSION, ViewerRequiredMixin
 from apps.dashboard import charts, selectors
 from apps.inventory import selectors as inventory
 from apps.inventory.choices import MODULE_STATE_COLOURS, NODE_STATE_COLOURS, ModuleState, NodeState
 from apps.inventory.models import Tier
-from apps.operations.models import AutoscalerDecision, ScaleRequest
-from apps.planner.views import PLOTLY_VERSION
+from apps.operations import selectors as operations
 
 DEFAULT_MINUTES = 60
 
@@ -65,7 +65,7 @@ class FleetDashboardView(ViewerRequiredMixin, TemplateView):
             common, nav="fleet", snapshot=snapshot,
             figures=charts.fleet_figures(minutes=common["minutes"], snapshot=snapshot),
             tiers=tiers, warned_nodes=list(warned[:100]), warned_total=warned.count(),
-            drift_count=inventory.version_drift().count(), events=selectors.recent_audit(limit=15),
+            drift_count=inventory.version_drift().count(), events=audit.audit_recent(limit=15),
         )
         return ctx
 
@@ -103,8 +103,9 @@ class TierView(ViewerRequiredMixin, TemplateView):
             nodes=[dict(zip(snapshot["node_fields"], r, strict=True)) for r in snapshot["nodes"]
                    if r[2] == tier.pk],
             figures=charts.tier_figures(tier=tier, minutes=common["minutes"], snapshot=snapshot),
-            scale_requests=list(ScaleRequest.objects.filter(tier=tier).order_by("-pk")[:8]),
-            decisions=list(AutoscalerDecision.objects.filter(tier=tier).order_by("-pk")[:8]),
+            endpoints=list(inventory.endpoint_list(tier_id=tier.pk)),
+            scale_requests=list(operations.scale_request_list().filter(tier=tier).order_by("-pk")[:8]),
+            decisions=list(operations.decision_list().filter(tier=tier).order_by("-pk")[:8]),
         )
         return ctx
 
@@ -115,5 +116,5 @@ def node_live_context(request: Any, node: Any) -> dict[str, Any]:
                          figures_url=f"/api/v1/live/figures/nodes/{node.pk}/",
                          live_url=f"/api/v1/live/nodes/{node.pk}/")
     return {**common, "live": selectors.node_live(node=node), "snapshot": None,
-            "node_events": selectors.recent_audit(limit=6, target_type="node", target_id=str(node.pk)),
+            "node_events": audit.audit_recent(limit=6, target_type="node", target_id=str(node.pk)),
             "figures": charts.node_figures(node=node, minutes=common["minutes"])}

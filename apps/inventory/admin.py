@@ -1,10 +1,55 @@
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
 from apps.audit.choices import Source
 from apps.inventory import models, services
+from apps.inventory.choices import (
+    MODULE_INITIAL_STATES,
+    MODULE_STATE_ACTIONS,
+    NODE_INITIAL_STATES,
+    NODE_STATE_ACTIONS,
+)
+
+
+class StateFormMixin:
+    """The state of a node or module belongs to the node lifecycle: the admin sets where a new one
+    starts and refuses a change after that with a form error naming the action to use."""
+
+    initial_states: tuple[str, ...] = ()
+    actions_text = ""
+
+    def clean_state(self) -> str:
+        form: Any = self
+        state = str(form.cleaned_data["state"])
+        instance = form.instance
+        if instance.pk is None and state not in self.initial_states:
+            raise forms.ValidationError(f"a new one starts {' or '.join(self.initial_states)}")
+        if instance.pk is not None and state != instance.state:
+            raise forms.ValidationError("the state is read-only here: "
+                                        + self.actions_text.format(id=instance.pk,
+                                                                   tier=getattr(instance, "tier_id", "")))
+        return state
+
+
+class NodeAdminForm(StateFormMixin, forms.ModelForm):  # type: ignore[type-arg]
+    initial_states = NODE_INITIAL_STATES
+    actions_text = NODE_STATE_ACTIONS
+
+    class Meta:
+        model = models.Node
+        fields = "__all__"
+
+
+class ModuleAdminForm(StateFormMixin, forms.ModelForm):  # type: ignore[type-arg]
+    initial_states = MODULE_INITIAL_STATES
+    actions_text = MODULE_STATE_ACTIONS
+
+    class Meta:
+        model = models.Module
+        fields = "__all__"
 
 
 class AuditedAdmin(admin.ModelAdmin):
@@ -50,6 +95,7 @@ class ModuleInline(admin.TabularInline):
 
 @admin.register(models.Node)
 class NodeAdmin(AuditedAdmin):
+    form = NodeAdminForm
     list_display = ["hostname", "rack", "slot", "tier", "state", "cpu_clock_ghz", "ecc_memory"]
     list_filter = ["tier", "state", "rack", "ecc_memory"]
     search_fields = ["hostname", "cpu_model"]
@@ -64,6 +110,7 @@ class ModuleTypeAdmin(AuditedAdmin):
 
 @admin.register(models.Module)
 class ModuleAdmin(AuditedAdmin):
+    form = ModuleAdminForm
     list_display = ["serial", "module_type", "node", "slot", "state", "driver_version", "framework_version"]
     list_filter = ["module_type", "state", "driver_version", "framework_version"]
     search_fields = ["serial", "node__hostname"]
@@ -88,7 +135,8 @@ class VersionCombinationAdmin(AuditedAdmin):
 
 @admin.register(models.ExternalEndpoint)
 class ExternalEndpointAdmin(AuditedAdmin):
-    list_display = ["name", "kind", "model", "url", "quota_requests_per_min", "enabled"]
+    list_display = ["name", "kind", "model", "url", "quota_requests_per_min", "quota_tokens_per_min", "latency_slo_ms",
+                    "enabled"]
 
 
 @admin.register(models.AdmissionRule)

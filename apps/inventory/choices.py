@@ -25,12 +25,12 @@ class NodeState(models.TextChoices):
 SERVING_STATES = frozenset({NodeState.ACTIVE, NodeState.CORDONED, NodeState.DRAINING})
 
 NODE_STATE_COLOURS = {
-    NodeState.STANDBY: "#8a94a6",
-    NodeState.ACTIVE: "#2e9d5b",
+    NodeState.STANDBY: "#5f6779",
+    NodeState.ACTIVE: "#1f7a45",
     NodeState.CORDONED: "#d9a400",
-    NodeState.DRAINING: "#e07b00",
+    NodeState.DRAINING: "#b35900",
     NodeState.DRAINED: "#b35c00",
-    NodeState.MAINTENANCE: "#5b6ee1",
+    NodeState.MAINTENANCE: "#4a5bd0",
     NodeState.UNREACHABLE: "#c0392b",
     NodeState.FAILED: "#8e1b10",
     NodeState.RETIRED: "#444b57",
@@ -45,11 +45,21 @@ class ModuleState(models.TextChoices):
 
 
 MODULE_STATE_COLOURS = {
-    ModuleState.HEALTHY: "#2e9d5b",
+    ModuleState.HEALTHY: "#1f7a45",
     ModuleState.DEGRADED: "#d9a400",
-    ModuleState.QUARANTINED: "#e07b00",
+    ModuleState.QUARANTINED: "#b35900",
     ModuleState.FAILED: "#c0392b",
 }
+
+
+class ModuleCapability(models.TextChoices):
+    """What a module type reports to its agent (the health checks that apply to its modules)."""
+
+    ECC = "ecc", "ECC counters"
+    LINK_WIDTH = "link_width", "PCIe link width"
+    TEMPERATURE = "temperature", "Temperature"
+    POWER = "power", "Power draw"
+    ERRORS = "errors", "Error counter"
 
 
 class FormFactor(models.TextChoices):
@@ -74,9 +84,9 @@ class CombinationState(models.TextChoices):
 
 
 COMBINATION_STATE_COLOURS = {
-    CombinationState.CANDIDATE: "#8a94a6",
-    CombinationState.VALIDATING: "#5b6ee1",
-    CombinationState.VALIDATED: "#2e9d5b",
+    CombinationState.CANDIDATE: "#5f6779",
+    CombinationState.VALIDATING: "#4a5bd0",
+    CombinationState.VALIDATED: "#1f7a45",
     CombinationState.PINNED: "#1f6f43",
     CombinationState.BLOCKED: "#c0392b",
 }
@@ -103,16 +113,10 @@ class Enforcement(models.TextChoices):
 
 MAX_MODULES_PER_NODE = 4
 
-# DESIGN.md's node state machine: the states each state may move to.
-_ANY = {NodeState.UNREACHABLE, NodeState.FAILED, NodeState.RETIRED}
-NODE_TRANSITIONS: dict[str, set[str]] = {
-    NodeState.STANDBY: {NodeState.ACTIVE, NodeState.MAINTENANCE} | _ANY,
-    NodeState.ACTIVE: {NodeState.CORDONED, NodeState.DRAINING} | _ANY,
-    NodeState.CORDONED: {NodeState.ACTIVE, NodeState.DRAINING} | _ANY,
-    NodeState.DRAINING: {NodeState.DRAINED, NodeState.ACTIVE, NodeState.CORDONED} | _ANY,
-    NodeState.DRAINED: {NodeState.MAINTENANCE, NodeState.STANDBY, NodeState.ACTIVE} | _ANY,
-    NodeState.MAINTENANCE: {NodeState.ACTIVE, NodeState.STANDBY} | _ANY,
-    NodeState.UNREACHABLE: {NodeState.ACTIVE, NodeState.STANDBY, NodeState.MAINTENANCE} | _ANY,
-    NodeState.FAILED: {NodeState.MAINTENANCE, NodeState.STANDBY} | _ANY,
-    NodeState.RETIRED: set(),
-}
+# States belong to the node lifecycle (apps/operations/lifecycle.py, which holds the transition
+# table); the inventory only sets where a new node or module starts.
+NODE_INITIAL_STATES = (NodeState.STANDBY, NodeState.MAINTENANCE)
+MODULE_INITIAL_STATES = (ModuleState.HEALTHY, ModuleState.DEGRADED, ModuleState.FAILED)
+NODE_STATE_ACTIONS = ("change it with the node's actions: POST /api/v1/nodes/{id}/cordon/, /drain/, /uncordon/, "
+                      "/maintenance/ or /maintenance/leave/, or scale its tier: POST /api/v1/tiers/{tier}/scale/")
+MODULE_STATE_ACTIONS = "change it with POST /api/v1/modules/{id}/quarantine/ or /release/"

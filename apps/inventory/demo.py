@@ -108,7 +108,8 @@ def _module_count(rack_no: int, i: int) -> int:
 
 
 @transaction.atomic
-def seed_demo() -> dict[str, Any]:
+def seed_inventory_demo(*, racks: int = RACKS) -> dict[str, Any]:
+    """The demo fleet on ``racks`` racks of NODES_PER_RACK nodes (benchmarks seed larger fleets)."""
     creds = seed_users()
     tiers = {t.kind: t for t in Tier.objects.all()}
     for kind, lo, hi in [(TierKind.ACCESS_LOGIC, 6, 18), (TierKind.HYBRID_INFERENCE, 10, 42),
@@ -137,8 +138,8 @@ def seed_demo() -> dict[str, Any]:
         combo = _get_or_create(VersionCombination, {"module_type": mtype, "driver": driver, "framework": fw})
         if state != CombinationState.CANDIDATE and combo.state == CombinationState.CANDIDATE:
             combo = services.combination_set_state(combination=combo, state=CombinationState.VALIDATED,
-                                                   actor=ACTOR, source=Source.SYSTEM,
-                                                   reason="demo: vectors passed")
+                                                   actor=ACTOR, source=Source.SYSTEM, by_validation=True,
+                                                   reason="demo: its vectors passed before the demo begins")
         if state == CombinationState.PINNED and combo.state != CombinationState.PINNED:
             combo = services.combination_set_state(combination=combo, state=CombinationState.PINNED,
                                                    actor=ACTOR, source=Source.SYSTEM, reason="demo: fleet default")
@@ -147,10 +148,11 @@ def seed_demo() -> dict[str, Any]:
 
     _get_or_create(ExternalEndpoint, {"name": "gpu-pool-70b"}, tier=tiers[TierKind.EXTERNAL_LARGE_MODEL],
                    kind=EndpointKind.GPU_CLUSTER, url="https://gpu-pool.internal.example/v1", model="llm-70b-instruct",
-                   quota_requests_per_min=1200, quota_tokens_per_min=2_000_000)
+                   quota_requests_per_min=6000, quota_tokens_per_min=5_000_000, latency_slo_ms=3000)
 
     created_nodes = 0
-    for r in range(1, RACKS + 1):
+    to_activate: list[str] = []
+    for r in range(1, racks + 1):
         rack = _get_or_create(Rack, {"name": f"rack-{r}"}, row="A", position=r, power_budget_w=6000)
         for i in range(NODES_PER_RACK):
             hostname = f"n-r{r}-{i + 1:02d}"
@@ -158,12 +160,16 @@ def seed_demo() -> dict[str, Any]:
                 continue
             access = i < ACCESS_PER_RACK
             standby = i >= NODES_PER_RACK - STANDBY_PER_RACK
+            # Every node starts in standby; the ones that serve are activated through the
+            # node lifecycle (apps.operations.demo), like any other state change.
             node = services.inventory_create(
                 instance=Node(hostname=hostname, rack=rack, slot=i + 1,
                               tier=tiers[TierKind.ACCESS_LOGIC if access else TierKind.HYBRID_INFERENCE],
-                              state=NodeState.STANDBY if standby else NodeState.ACTIVE, **_node_spec(r, i)),
+                              state=NodeState.STANDBY, **_node_spec(r, i)),
                 actor=ACTOR, source=Source.SYSTEM)
             created_nodes += 1
+            if not standby:
+                to_activate.append(hostname)
             if access:
                 continue
             mtype = ax if (r + i) % 3 else kv
@@ -177,4 +183,4 @@ def seed_demo() -> dict[str, Any]:
                                     firmware_version="1.0.4"),
                     actor=ACTOR, source=Source.SYSTEM)
     return {"credentials": creds, "nodes_created": created_nodes, "nodes": Node.objects.count(),
-            "modules": Module.objects.count()}
+            "modules": Module.objects.count(), "to_activate": to_activate}

@@ -21,6 +21,7 @@ from apps.inventory.choices import (
     EndpointKind,
     Enforcement,
     FormFactor,
+    ModuleCapability,
     ModuleState,
     NicKind,
     NodeState,
@@ -90,6 +91,9 @@ class Node(models.Model):
     tier = models.ForeignKey(Tier, on_delete=models.PROTECT, related_name="nodes")
     state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.STANDBY)
     state_changed_at = models.DateTimeField(null=True, blank=True)
+    unreachable_from = models.CharField(
+        max_length=16, choices=NodeState.choices, blank=True, default="", editable=False,
+        help_text="While unreachable: the state the node returns to when its reports resume")
 
     cpu_model = models.CharField(max_length=128, blank=True, default="")
     cpu_cores = models.PositiveIntegerField(default=8, validators=[MinValueValidator(1)])
@@ -111,6 +115,10 @@ class Node(models.Model):
     isolated_cores = models.CharField(
         max_length=64, blank=True, default="", help_text="Cores for backups/cron/log rotation, e.g. 0-1"
     )
+    gray = models.BooleanField(
+        default=False, editable=False,
+        help_text="In the gray pool: a standby or maintenance node kept for validating version combinations, "
+                  "never serving, never a scale-up candidate (set through the node lifecycle)")
     labels = models.JSONField(default=dict, blank=True, validators=[_labels_valid])
     # Soft admission findings, recomputed by services after every change.
     warnings = models.JSONField(default=list, blank=True, editable=False)
@@ -132,6 +140,16 @@ class Node(models.Model):
         check_node(self).raise_hard()
 
 
+def all_capabilities() -> list[str]:
+    """What a module type reports, by default everything (health checks use only what it declares)."""
+    return list(ModuleCapability.values)
+
+
+def _capabilities_valid(value: Any) -> None:
+    if not isinstance(value, list) or not all(v in ModuleCapability.values for v in value):
+        raise ValidationError(f"capabilities must be a list of {', '.join(ModuleCapability.values)}")
+
+
 class ModuleType(models.Model):
     vendor = models.CharField(max_length=64)
     model = models.CharField(max_length=64)
@@ -139,6 +157,10 @@ class ModuleType(models.Model):
     int8_tops = models.DecimalField(max_digits=6, decimal_places=1, validators=[MinValueValidator(Decimal("0.1"))])
     power_w = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     pcie_lanes = models.PositiveIntegerField(default=4)
+    capabilities = models.JSONField(
+        default=all_capabilities, blank=True, validators=[_capabilities_valid],
+        help_text="What the module reports: ecc, link_width, temperature, power, errors. Health checks of a "
+                  "capability the type lacks are not run for its modules.")
 
     class Meta:
         ordering = ["vendor", "model"]
@@ -217,6 +239,10 @@ class VersionCombination(models.Model):
     framework = models.ForeignKey(FrameworkRelease, on_delete=models.PROTECT, related_name="combinations")
     state = models.CharField(max_length=16, choices=CombinationState.choices, default=CombinationState.CANDIDATE)
     state_changed_at = models.DateTimeField(null=True, blank=True)
+    suspect = models.BooleanField(
+        default=False, help_text="A version-regression check failed on modules running it: for an operator to "
+                                 "decide (a flag beside the state, cleared by hand)")
+    suspect_reason = models.TextField(blank=True, default="")
     notes = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -245,6 +271,9 @@ class ExternalEndpoint(models.Model):
     model = models.CharField(max_length=128)
     quota_requests_per_min = models.PositiveIntegerField(default=600)
     quota_tokens_per_min = models.PositiveIntegerField(default=1_000_000)
+    latency_slo_ms = models.PositiveIntegerField(
+        default=5000, validators=[MinValueValidator(1)],
+        help_text="Latency objective: the p95 of its requests (ms) should stay at or below this")
     enabled = models.BooleanField(default=True)
 
     class Meta:

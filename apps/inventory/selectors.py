@@ -55,12 +55,10 @@ def combination_list() -> QuerySet[VersionCombination]:
     return VersionCombination.objects.select_related("module_type", "driver", "framework")
 
 
-def fleet_counts() -> dict[str, dict[str, int]]:
-    """Node counts per tier and state: {tier name: {state: n}}."""
-    out: dict[str, dict[str, int]] = {}
-    for row in Node.objects.values("tier__name", "state").annotate(n=Count("id")):
-        out.setdefault(row["tier__name"], {})[row["state"]] = row["n"]
-    return out
+def node_states() -> dict[int, tuple[str, int, str]]:
+    """{node id: (state, tier id, hostname)} of every node."""
+    return {pk: (state, tier_id, host)
+            for pk, state, tier_id, host in Node.objects.values_list("pk", "state", "tier_id", "hostname")}
 
 
 # --- Pages (fleet overview, node detail, combinations) ---------------------------------------------------
@@ -154,3 +152,8 @@ def node_filter_choices() -> dict[str, list[Any]]:
         "racks": list(Rack.objects.all()),
         "module_types": list(ModuleType.objects.all()),
     }
+
+
+def endpoint_list(*, tier_id: int) -> QuerySet[ExternalEndpoint]:
+    """The enabled external endpoints of a tier (tier 3's GPU clusters and cloud APIs), by name."""
+    return ExternalEndpoint.objects.filter(tier_id=tier_id, enabled=True).order_by("name")

@@ -13,9 +13,16 @@ from django.utils import timezone
 
 from apps.audit.choices import Source
 from apps.audit.services import audit_record, diff, snapshot
-from apps.common.errors import django_errors
+from apps.common.errors import Conflict, django_errors
 from apps.inventory.admission import check_node
-from apps.inventory.choices import NODE_TRANSITIONS, CombinationState, NodeState
+from apps.inventory.choices import (
+    MODULE_INITIAL_STATES,
+    MODULE_STATE_ACTIONS,
+    NODE_INITIAL_STATES,
+    NODE_STATE_ACTIONS,
+    CombinationState,
+    NodeState,
+)
 from apps.inventory.models import Module, Node, VersionCombination
 
 M = TypeVar("M", bound=models.Model)
@@ -51,14 +58,22 @@ def _after_write(instance: models.Model, before: dict[str, Any] | None = None) -
             node_refresh_warnings(node)
 
 
-def _check_state_change(instance: models.Model, before: dict[str, Any] | None) -> None:
-    if not isinstance(instance, Node) or before is None:
-        return
-    old, new = before.get("state"), instance.state
-    if old != new:
-        if new not in NODE_TRANSITIONS.get(old or "", set()):
-            raise ValidationError({"state": f"a node cannot go from {old} to {new}"})
-        instance.state_changed_at = timezone.now()
+def _check_state(instance: models.Model, before: dict[str, Any] | None) -> None:
+    """States belong to the node lifecycle (apps.operations.lifecycle): a new node starts in standby or
+    maintenance, a new module healthy, degraded or failed; after that the inventory never changes them."""
+    if isinstance(instance, Node):
+        if before is None and instance.state not in NODE_INITIAL_STATES:
+            raise ValidationError({"state": f"a new node starts in {' or '.join(NODE_INITIAL_STATES)}, not "
+                                            f"{instance.state}; after that the node's actions change it"})
+        if before is not None and before.get("state") != instance.state:
+            raise ValidationError({"state": "read-only: " + NODE_STATE_ACTIONS.format(id=instance.pk,
+                                                                                       tier=instance.tier_id)})
+    elif isinstance(instance, Module):
+        if before is None and instance.state not in MODULE_INITIAL_STATES:
+            raise ValidationError({"state": f"a new module starts {', '.join(MODULE_INITIAL_STATES)}, not "
+                                            f"{instance.state}; after that quarantine and release change it"})
+        if before is not None and before.get("state") != instance.state:
+            raise ValidationError({"state": "read-only: " + MODULE_STATE_ACTIONS.format(id=instance.pk)})
 
 
 def _save(instance: M) -> M:
@@ -74,6 +89,7 @@ def _save(instance: M) -> M:
 
 @transaction.atomic
 def inventory_create(*, instance: M, actor: Any, source: str = Source.API, reason: str = "") -> M:
+    _check_state(instance, None)
     if isinstance(instance, Node):
         instance.state_changed_at = timezone.now()
     _save(instance)
@@ -90,7 +106,7 @@ def inventory_update(*, instance: M, data: dict[str, Any], actor: Any, source: s
     before = snapshot(locked)
     for key, value in data.items():
         setattr(locked, key, value)
-    _check_state_change(locked, before)
+    _check_state(locked, before)
     _save(locked)
     changes = diff(before, snapshot(locked))
     if changes:
@@ -141,13 +157,22 @@ def bulk_create(*, instances: Sequence[M], actor: Any, source: str = Source.API,
 
 @transaction.atomic
 def combination_set_state(*, combination: VersionCombination, state: str, actor: Any,
-                          source: str = Source.API, reason: str = "") -> VersionCombination:
-    """Move a version combination; pinning demotes the type's previous pin to validated."""
+                          source: str = Source.API, reason: str = "", by_validation: bool = False
+                          ) -> VersionCombination:
+    """Move a version combination; pinning demotes the type's previous pin to validated. Only a
+    validation run (``by_validation``: its regression vectors on the gray pool) makes a combination
+    validating or validated; by hand, validated is reachable only by unpinning."""
     locked = VersionCombination.objects.select_for_update().select_related("module_type").get(pk=combination.pk)
+    if not by_validation and state != locked.state and (
+            state == CombinationState.VALIDATING
+            or (state == CombinationState.VALIDATED and locked.state != CombinationState.PINNED)):
+        raise Conflict(f"a combination becomes {state} only through its regression vectors on the gray pool: "
+                       f"POST /api/v1/version-combinations/{locked.pk}/validate/", extra={"state": locked.state})
     before = snapshot(locked)
     if state == CombinationState.PINNED and locked.state != CombinationState.PINNED:
         if locked.state != CombinationState.VALIDATED:
-            raise ValidationError({"state": f"only a validated combination can be pinned; this one is {locked.state}"})
+            raise Conflict(f"only a validated combination can be pinned or rolled out; this one is {locked.state}",
+                           extra={"state": locked.state})
         previous = (VersionCombination.objects.select_for_update()
                     .filter(module_type=locked.module_type, state=CombinationState.PINNED).first())
         if previous is not None:
@@ -166,10 +191,24 @@ def combination_set_state(*, combination: VersionCombination, state: str, actor:
     return locked
 
 
+@transaction.atomic
+def combination_flag_suspect(*, combination: VersionCombination, reason: str, actor: Any,
+                             source: str = Source.SYSTEM) -> VersionCombination:
+    """Flag a combination suspect (a version-regression check failed on it); its state is unchanged."""
+    locked = VersionCombination.objects.select_for_update().get(pk=combination.pk)
+    before = snapshot(locked)
+    locked.suspect, locked.suspect_reason = True, reason[:4000]
+    locked.save(update_fields=["suspect", "suspect_reason"])
+    audit_record(actor=actor, action="versioncombination.suspect", target=locked, source=source, reason=reason,
+                 changes=diff(before, snapshot(locked)))
+    return locked
+
+
 __all__ = [
     "BatchError",
     "NodeState",
     "bulk_create",
+    "combination_flag_suspect",
     "combination_set_state",
     "inventory_create",
     "inventory_delete",

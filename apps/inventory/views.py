@@ -52,6 +52,11 @@ class NodeListView(ViewerRequiredMixin, ListView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         ctx = super().get_context_data(**kwargs)
+        from apps.dashboard.views import page_config
+
+        # operators cordon or drain a selection (dashboard.js: one confirmation, one API call per node)
+        ctx.update(page_config(self.request, socket="/ws/fleet/", page="nodes", figures_url=""),
+                   figures={}, snapshot=None)
         ctx.update(nav="nodes", filter=self.filterset, filtered=self.filterset.is_bound,
                    choices=selectors.node_filter_choices(), states=NodeState.choices,
                    selected_states=self.request.GET.getlist("state"))
@@ -96,7 +101,13 @@ class CombinationListView(ViewerRequiredMixin, TemplateView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         ctx = super().get_context_data(**kwargs)
-        ctx.update(nav="combinations", module_types=selectors.combination_overview())
+        from apps.common.roles import ADMIN, has_role
+        from apps.dashboard.views import page_config
+
+        ctx.update(page_config(self.request, socket="/ws/fleet/", page="combinations", figures_url=""))
+        # validating, pinning and blocking are admin actions (the API enforces it; this hides the buttons)
+        ctx.update(nav="combinations", module_types=selectors.combination_overview(), figures={}, snapshot=None,
+                   can_pin=has_role(self.request.user, ADMIN))
         return ctx
 
 

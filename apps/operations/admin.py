@@ -1,5 +1,11 @@
-from django.contrib import admin
+from typing import Any
 
+from django.contrib import admin
+from django.http import HttpRequest
+
+from apps.audit.choices import Source
+from apps.audit.services import snapshot
+from apps.common.admin import ReadOnlyAdmin
 from apps.operations.models import (
     AutoscalerDecision,
     AutoscalerPolicy,
@@ -8,19 +14,7 @@ from apps.operations.models import (
     Quarantine,
     ScaleRequest,
 )
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Operations change state through services (audited); the admin only shows them."""
-
-    def has_add_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
-        return False
-
-    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
-        return False
-
-    def has_delete_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
-        return False
+from apps.operations.scaling import policy_delete, policy_save
 
 
 @admin.register(Drain)
@@ -46,8 +40,17 @@ class ScaleRequestAdmin(ReadOnlyAdmin):
 
 @admin.register(AutoscalerPolicy)
 class AutoscalerPolicyAdmin(admin.ModelAdmin):
+    """Policy edits go through the service: validated and audited like the API's."""
+
     list_display = ["tier", "enabled", "dry_run", "target_queue_per_node", "tolerance", "scale_up_window_s",
                     "scale_down_window_s", "max_step", "cooldown_s", "min_nodes", "max_nodes"]
+
+    def save_model(self, request: HttpRequest, obj: AutoscalerPolicy, form: Any, change: bool) -> None:
+        before = snapshot(AutoscalerPolicy.objects.get(pk=obj.pk)) if change else None
+        policy_save(policy=obj, actor=request.user, source=Source.ADMIN, created=not change, before=before)
+
+    def delete_model(self, request: HttpRequest, obj: AutoscalerPolicy) -> None:
+        policy_delete(policy=obj, actor=request.user, source=Source.ADMIN)
 
 
 @admin.register(AutoscalerDecision)

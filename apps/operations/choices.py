@@ -28,9 +28,9 @@ ACTIVE_DRAIN_STATES = (DrainState.CORDONED, DrainState.DRAINING, DrainState.DRAI
 
 DRAIN_STATE_COLOURS: dict[str, str] = {
     DrainState.CORDONED: "#d9a400",
-    DrainState.DRAINING: "#e07b00",
+    DrainState.DRAINING: "#b35900",
     DrainState.DRAINED: "#b35c00",
-    DrainState.RELEASED: "#8a94a6",
+    DrainState.RELEASED: "#5f6779",
 }
 
 
@@ -56,9 +56,9 @@ class ScaleState(models.TextChoices):
 
 
 SCALE_STATE_COLOURS: dict[str, str] = {
-    ScaleState.RUNNING: "#5b6ee1",
-    ScaleState.COMPLETED: "#2e9d5b",
-    ScaleState.SUPERSEDED: "#8a94a6",
+    ScaleState.RUNNING: "#4a5bd0",
+    ScaleState.COMPLETED: "#1f7a45",
+    ScaleState.SUPERSEDED: "#5f6779",
 }
 
 

@@ -1,5 +1,6 @@
 import django_filters
 
+from apps.common.filters import UTCDateTimeFilter
 from apps.operations.choices import DecisionAction, DrainState, Owner, ScaleState
 from apps.operations.models import AutoscalerDecision, AutoscalerPolicy, Drain, Quarantine, ScaleRequest
 
@@ -43,7 +44,7 @@ class AutoscalerPolicyFilterSet(django_filters.FilterSet):
 
 class AutoscalerDecisionFilterSet(django_filters.FilterSet):
     action = django_filters.MultipleChoiceFilter(choices=DecisionAction.choices)
-    since = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="gte")
+    since = UTCDateTimeFilter(field_name="time", lookup_expr="gte")
 
     class Meta:
         model = AutoscalerDecision

@@ -3,7 +3,7 @@ requests, autoscaler policies and decisions, and stored Idempotency-Key replies.
 
 Everything an operation needs to resume after a worker dies is a row here; the
 node and module states themselves live in the inventory and change only through
-``apps.operations.services`` (compare-and-set on the state column).
+``apps.operations.lifecycle`` (compare-and-set on the state column).
 """
 
 from __future__ import annotations

@@ -7,15 +7,18 @@ import datetime as dt
 from collections import defaultdict
 from typing import Any
 
-from django.db.models import Prefetch, QuerySet, Sum
+from django.conf import settings
+from django.db.models import F, Prefetch, Q, QuerySet, Sum
 from django.utils import timezone
 
 from apps.inventory.choices import SERVING_STATES, ModuleState, NodeState
 from apps.inventory.models import Module, Node, Rack, Tier
 from apps.inventory.selectors import version_drift
-from apps.operations.choices import ACTIVE_DRAIN_STATES, AfterDrain, DeadlineAction, DrainState
+from apps.operations import capacity
+from apps.operations.choices import ACTIVE_DRAIN_STATES, AfterDrain, DeadlineAction, DrainState, ScaleState
 from apps.operations.models import AutoscalerDecision, AutoscalerPolicy, Drain, Quarantine, ScaleRequest
-from apps.telemetry.models import NodeStatus, TierStatus
+from apps.telemetry.models import NodeStatus
+from apps.telemetry.selectors import fleet_snapshot, nodes_not_seen
 
 # A tier's queue depth older than this is not acted on.
 QUEUE_FRESH_S = 60
@@ -23,6 +26,8 @@ QUEUE_FRESH_S = 60
 ACTIVATABLE_MODULE_STATES = (ModuleState.HEALTHY,)
 # Module states that take work.
 SCHEDULABLE_MODULE_STATES = (ModuleState.HEALTHY, ModuleState.DEGRADED)
+# The capacity guard's traffic: rates over this many minutes of rollups.
+CAPACITY_WINDOW_MINUTES = 5
 
 
 def human_duration(seconds: float) -> str:
@@ -41,15 +46,83 @@ def node_report(*, node_id: int) -> NodeStatus | None:
     return NodeStatus.objects.filter(node_id=node_id).first()
 
 
+def node_last_seen(*, node_id: int) -> dt.datetime | None:
+    """When the server last received a report of the node (its clock, not the agent's)."""
+    return NodeStatus.objects.filter(node_id=node_id).values_list("last_seen", flat=True).first()
+
+
+def heartbeat_candidates(*, cutoff: dt.datetime, watched: frozenset[str]) -> list[int]:
+    """Nodes in ``watched`` states silent since ``cutoff``: their last report is older, or they never
+    reported and have been in their state since before it. One query."""
+    silent = nodes_not_seen(seconds=0, now=cutoff).filter(state__in=watched)
+    return list(silent.exclude(status__isnull=True, state_changed_at__gte=cutoff)
+                .order_by("pk").values_list("pk", flat=True))
+
+
+def reachable_again(*, since: dt.datetime) -> list[int]:
+    """Unreachable nodes with a report received after they became unreachable, and since ``since``."""
+    return list(Node.objects.filter(state=NodeState.UNREACHABLE, status__last_seen__gte=since,
+                                    status__last_seen__gt=F("state_changed_at"))
+                .order_by("pk").values_list("pk", flat=True))
+
+
+def tier_snapshot(*, tier: Tier, now: dt.datetime | None = None, window_minutes: int | None = None
+                  ) -> dict[str, Any]:
+    """The fleet snapshot's entry for ``tier`` (apps.telemetry.selectors.fleet_snapshot)."""
+    return dict(fleet_snapshot(now=now, window_minutes=window_minutes, tier_id=tier.pk)["tiers"][0])
+
+
 def tier_queue_depth(*, tier: Tier, now: dt.datetime | None = None) -> float | None:
     """The tier's newest queue depth from the gateway, if fresh."""
     now = now or timezone.now()
-    status = TierStatus.objects.filter(tier=tier, last_seen__gte=now - dt.timedelta(seconds=QUEUE_FRESH_S)).first()
-    return float(status.queue_depth) if status is not None else None
+    snap = tier_snapshot(tier=tier, now=now)
+    if snap["queue_depth"] is None or snap["queue_time"] is None:
+        return None
+    if dt.datetime.fromisoformat(snap["queue_time"]) < now - dt.timedelta(seconds=QUEUE_FRESH_S):
+        return None
+    return float(snap["queue_depth"])
 
 
 def tier_active_count(*, tier: Tier) -> int:
     return Node.objects.filter(tier=tier, state=NodeState.ACTIVE).count()
+
+
+def capacity_params() -> capacity.Params:
+    """The capacity function's parameters: DOMAIN.md's defaults, each overridable in ``settings.CAPACITY``."""
+    return capacity.Params(**getattr(settings, "CAPACITY", {}))
+
+
+def tier_load(*, tier: Tier, now: dt.datetime | None = None, params: capacity.Params | None = None
+              ) -> capacity.TierLoad:
+    """What the capacity function needs about ``tier``: the fleet snapshot's counts and figures (rates
+    over the last CAPACITY_WINDOW_MINUTES of rollups when there are any, else the gateway's newest
+    sample), and the active nodes' CPUs and serving modules from the inventory."""
+    snap = tier_snapshot(tier=tier, now=now, window_minutes=CAPACITY_WINDOW_MINUTES)
+    window = snap.get("window") or {}
+    rated = window if window.get("requests_per_s") is not None else snap
+    cpus = list(Node.objects.filter(tier=tier, state=NodeState.ACTIVE).values_list("cpu_cores", "cpu_clock_ghz"))
+    p = params or capacity_params()
+    ips = [cores * p.core_ips * float(clock) / capacity.REFERENCE_CLOCK_GHZ * p.usable_fraction
+           for cores, clock in cpus]
+    tops = [float(t) for t in Module.objects.filter(node__tier=tier, node__state=NodeState.ACTIVE,
+                                                    state__in=SCHEDULABLE_MODULE_STATES)
+            .values_list("module_type__int8_tops", flat=True)]
+    return capacity.TierLoad(
+        kind=tier.kind, name=tier.name, min_active_nodes=tier.min_active_nodes, active_nodes=snap["active"],
+        serving_modules=snap["serving_modules"], node_cpu_ips=sum(ips) / len(ips) if ips else 0.0,
+        module_tops=sum(tops) / len(tops) if tops else 0.0,
+        requests_per_s=rated.get("requests_per_s"), completions_per_s=rated.get("completions_per_s"),
+        output_tokens_per_s=rated.get("output_tokens_per_s"), busy_nodes=snap["busy_nodes"],
+        busy_modules=snap["busy_modules"], queue_depth=snap["queue_depth"],
+        window_s=60 * CAPACITY_WINDOW_MINUTES if rated is window else None)
+
+
+def tier_need(*, tier: Tier, now: dt.datetime | None = None,
+              params: capacity.Params | None = None) -> tuple[capacity.TierLoad, capacity.Need]:
+    """``tier``'s load now and the active nodes it needs (the capacity guard's numbers)."""
+    params = params or capacity_params()
+    load = tier_load(tier=tier, now=now, params=params)
+    return load, capacity.tier_need(load, params)
 
 
 # ---- holds -----------------------------------------------------------------------------------
@@ -87,8 +160,8 @@ def drain_waiting_for(drain: Drain, *, now: dt.datetime | None = None, status: A
     elif drain.state == DrainState.DRAINED:
         where: dict[str, str] = {AfterDrain.MAINTENANCE: "; in maintenance",
                                  AfterDrain.STANDBY: "; returning to standby"}
-        base = (f"forced drained with {drain.in_flight_at_force} in flight" if drain.forced
-                else "drained: zero in flight")
+        cut = "an unknown number" if drain.in_flight_at_force is None else drain.in_flight_at_force
+        base = f"forced drained with {cut} in flight" if drain.forced else "drained: zero in flight"
         parts.append(base + where.get(drain.after, ""))
     else:
         if status == "unset":
@@ -99,6 +172,11 @@ def drain_waiting_for(drain: Drain, *, now: dt.datetime | None = None, status: A
         elif report.time < drain.started_at:
             parts.append("waiting for a report from the node newer than the drain's start "
                          f"(last report {human_duration((now - report.time).total_seconds())} ago)")
+        elif report.in_flight is None:
+            # Unknown is not zero: the agent has no in-flight source (or its read failed).
+            parts.append("in-flight work unknown: the node's agent reports no in-flight count, so the drain "
+                         "cannot see it empty and waits for its deadline"
+                         + ("" if drain.deadline is not None else " (none set: release it by hand)"))
         else:
             n = report.in_flight
             parts.append(f"waiting for {n} in-flight request{'s' if n != 1 else ''}" if n
@@ -165,7 +243,9 @@ def scale_up_candidates(*, tier: Tier, count: int) -> tuple[list[Node], dict[str
                     .values_list("node_id", flat=True))
     eligible: list[Node] = []
     for node in Node.objects.filter(tier=tier, state=NodeState.STANDBY).select_related("rack").order_by("hostname"):
-        if not node.ecc_memory:
+        if node.gray:
+            skipped[node.hostname] = "in the gray pool (validates version combinations, never serves)"
+        elif not node.ecc_memory:
             skipped[node.hostname] = "no ECC memory"
         elif node.pk in unhealthy:
             skipped[node.hostname] = "a module is not healthy"
@@ -199,9 +279,13 @@ def scale_up_candidates(*, tier: Tier, count: int) -> tuple[list[Node], dict[str
     return chosen, {h: r for h, r in skipped.items() if r != "not needed"}
 
 
+def _busy(in_flight: int | None) -> int:
+    return 10**9 if in_flight is None else in_flight
+
+
 def scale_down_candidates(*, tier: Tier, count: int) -> list[Node]:
-    """Active nodes to release: fewest requests in flight first (no report counts as
-    busy), from the racks with the most active nodes of the tier, to keep the spread."""
+    """Active nodes to release: fewest requests in flight first (no report, or an unknown
+    count, counts as busy), from the racks with the most active nodes of the tier, to keep the spread."""
     nodes = list(Node.objects.filter(tier=tier, state=NodeState.ACTIVE).order_by("hostname"))
     in_flight = dict(NodeStatus.objects.filter(node__in=nodes).values_list("node_id", "in_flight"))
     per_rack: dict[int, int] = defaultdict(int)
@@ -209,7 +293,7 @@ def scale_down_candidates(*, tier: Tier, count: int) -> list[Node]:
         per_rack[n.rack_id] += 1
     chosen: list[Node] = []
     while nodes and len(chosen) < count:
-        pick = min(nodes, key=lambda n: (in_flight.get(n.pk, 10**9), -per_rack[n.rack_id], n.hostname))
+        pick = min(nodes, key=lambda n: (_busy(in_flight.get(n.pk)), -per_rack[n.rack_id], n.hostname))
         chosen.append(pick)
         nodes.remove(pick)
         per_rack[pick.rack_id] -= 1
@@ -233,6 +317,55 @@ def scale_progress(*, sr: ScaleRequest) -> str:
     if not waiting:
         return "completing"
     return "; ".join(f"{d.node.hostname}: {drain_waiting_for(d)}" for d in waiting[:10])
+
+
+def drain_progress(*, now: dt.datetime | None = None, ids: list[int] | None = None) -> dict[int, dict[str, Any]]:
+    """Active holds (plus ``ids``, to report the ones that just ended) with what each waits for."""
+    now = now or timezone.now()
+    qs = Drain.objects.select_related("node", "node__status")
+    qs = qs.filter(state__in=ACTIVE_DRAIN_STATES) | qs.filter(pk__in=ids or [])
+    return {
+        d.pk: {"id": d.pk, "node": d.node_id, "hostname": d.node.hostname, "tier_id": d.node.tier_id,
+               "kind": d.kind, "owner": d.owner, "state": d.state, "reason": d.reason,
+               "waiting_for": drain_waiting_for(d, now=now)}
+        for d in qs
+    }
+
+
+def scale_request_briefs(*, since_id: int, running_ids: list[int]) -> list[dict[str, Any]]:
+    """Scale requests newer than ``since_id`` and those in ``running_ids`` (JSON-safe), oldest first."""
+    qs = ScaleRequest.objects.select_related("tier").filter(Q(pk__gt=since_id) | Q(pk__in=running_ids))
+    return [{"id": s.pk, "tier_id": s.tier_id, "tier": s.tier.kind, "desired": s.desired,
+             "from_active": s.from_active, "state": s.state, "owner": s.owner, "reason": s.reason,
+             "by": s.created_by_name, "note": s.note, "running": s.state == ScaleState.RUNNING}
+            for s in qs.order_by("pk")]
+
+
+def running_scale_request_ids() -> list[int]:
+    return list(ScaleRequest.objects.filter(state=ScaleState.RUNNING).values_list("pk", flat=True))
+
+
+def decision_briefs(*, since_id: int, limit: int = 50) -> list[dict[str, Any]]:
+    """Autoscaler decisions newer than ``since_id`` (JSON-safe), oldest first."""
+    return [{"id": d.pk, "tier_id": d.tier_id, "tier": d.tier.kind, "time": d.time.isoformat(),
+             "current": d.current, "desired": d.desired, "action": d.action, "dry_run": d.dry_run,
+             "queue_depth": d.queue_depth, "explanation": d.explanation}
+            for d in decision_list().filter(pk__gt=since_id).order_by("pk")[:limit]]
+
+
+def max_scale_request_id() -> int:
+    return int(ScaleRequest.objects.order_by("-pk").values_list("pk", flat=True).first() or 0)
+
+
+def max_decision_id() -> int:
+    return int(AutoscalerDecision.objects.order_by("-pk").values_list("pk", flat=True).first() or 0)
+
+
+def policy_briefs() -> dict[int, dict[str, Any]]:
+    """{tier id: the tier's autoscaler policy in brief}."""
+    return {p.tier_id: {"id": p.pk, "enabled": p.enabled, "dry_run": p.dry_run,
+                        "target_queue_per_node": p.target_queue_per_node}
+            for p in AutoscalerPolicy.objects.all()}
 
 
 # ---- autoscaler ------------------------------------------------------------------------------
@@ -265,3 +398,38 @@ def schedulable() -> dict[str, Any]:
                         for m in n.schedulable_modules],  # type: ignore[attr-defined]
         })
     return {"generated_at": timezone.now(), "tiers": tiers}
+
+
+def holds_by_owner(*, owner: str, since: dt.datetime) -> dict[str, Any]:
+    """For the safety limits of an automated owner (health), per tier id: the nodes it holds now
+    (cordon or drain), the modules it quarantines now, and how many holds it started since ``since``."""
+    out: dict[str, Any] = {"nodes": defaultdict(int), "modules": defaultdict(int), "started": defaultdict(int)}
+    for tier_id in Drain.objects.filter(owner=owner, state__in=ACTIVE_DRAIN_STATES).values_list(
+            "node__tier_id", flat=True):
+        out["nodes"][tier_id] += 1
+    for tier_id in Quarantine.objects.filter(owner=owner, released_at__isnull=True,
+                                             module__node__isnull=False).values_list("module__node__tier_id",
+                                                                                     flat=True):
+        out["modules"][tier_id] += 1
+    for tier_id in Drain.objects.filter(owner=owner, created_at__gte=since).values_list("node__tier_id", flat=True):
+        out["started"][tier_id] += 1
+    for tier_id in Quarantine.objects.filter(owner=owner, created_at__gte=since, module__node__isnull=False
+                                             ).values_list("module__node__tier_id", flat=True):
+        out["started"][tier_id] += 1
+    return out
+
+
+def holders(*, node_ids: list[int], module_ids: list[int]) -> dict[str, dict[int, dict[str, str]]]:
+    """Who holds these nodes (active cordon or drain) and modules (quarantine): {owner, by, reason}."""
+    nodes = {d.node_id: {"owner": d.owner, "by": d.created_by_name, "reason": d.reason}
+             for d in Drain.objects.filter(node_id__in=node_ids, state__in=ACTIVE_DRAIN_STATES)}
+    modules = {q.module_id: {"owner": q.owner, "by": q.created_by_name, "reason": q.reason}
+               for q in Quarantine.objects.filter(module_id__in=module_ids, released_at__isnull=True)}
+    return {"nodes": nodes, "modules": modules}
+
+
+def overdue_drains() -> dict[int, dict[str, Any]]:
+    """Active drains whose deadline passed with work still in flight (the controller alerted), per node id."""
+    rows = Drain.objects.filter(state=DrainState.DRAINING, alerted_at__isnull=False).values(
+        "node_id", "owner", "created_by_name", "reason", "deadline", "alerted_at", "pk")
+    return {d["node_id"]: dict(d) for d in rows}

@@ -1,5 +1,6 @@
-"""Pages: fleet operations at a glance. The action buttons (cordon, drain,
-uncordon, quarantine, scale) live on the node and tier pages and post to the
+"""Pages: fleet operations at a glance, live (static/js/dashboard.js re-reads the page's live
+part when the fleet's events say it changed). Operators release holds and quarantines from it;
+cordon, drain, quarantine and scale live on the node and tier pages. Every action posts to the
 API with a confirmation and a reason."""
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from django.utils import timezone
 from django.views.generic import TemplateView
 
 from apps.common.views import ViewerRequiredMixin
+from apps.dashboard.views import page_config
 from apps.operations import selectors
 from apps.operations.choices import ACTIVE_DRAIN_STATES, DRAIN_STATE_COLOURS, SCALE_STATE_COLOURS
-from apps.telemetry.models import NodeStatus
 
 
 class OperationsView(ViewerRequiredMixin, TemplateView):
@@ -22,15 +23,16 @@ class OperationsView(ViewerRequiredMixin, TemplateView):
         ctx = super().get_context_data(**kwargs)
         now = timezone.now()
         holds = list(selectors.drain_list().filter(state__in=ACTIVE_DRAIN_STATES).order_by("created_at"))
-        status = {s.node_id: s for s in NodeStatus.objects.filter(node_id__in=[h.node_id for h in holds])}
         for h in holds:
-            h.waiting_for = selectors.drain_waiting_for(h, now=now, status=status.get(h.node_id))  # type: ignore[attr-defined]
-            h.colour = DRAIN_STATE_COLOURS.get(h.state, "#8a94a6")  # type: ignore[attr-defined]
+            h.waiting_for = selectors.drain_waiting_for(h, now=now)  # type: ignore[attr-defined]
+            h.colour = DRAIN_STATE_COLOURS.get(h.state, "#5f6779")  # type: ignore[attr-defined]
         scales = list(selectors.scale_request_list()[:15])
         for sr in scales:
             sr.progress = selectors.scale_progress(sr=sr)  # type: ignore[attr-defined]
-            sr.colour = SCALE_STATE_COLOURS.get(sr.state, "#8a94a6")  # type: ignore[attr-defined]
+            sr.colour = SCALE_STATE_COLOURS.get(sr.state, "#5f6779")  # type: ignore[attr-defined]
+        ctx.update(page_config(self.request, socket="/ws/fleet/", page="operations", figures_url=""))
         ctx.update({
+            "figures": {}, "snapshot": None,
             "nav": "operations",
             "holds": holds,
             "quarantines": list(selectors.quarantine_list().filter(released_at__isnull=True)),

@@ -13,10 +13,10 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from apps.common.events import FLEET_GROUP
 from apps.dashboard.broadcaster import Broadcaster
-from apps.dashboard.choices import FLEET_GROUP
 from apps.inventory.choices import TierKind
-from apps.operations.services import node_drain
+from apps.operations.lifecycle import node_drain
 from apps.telemetry.services import agent_token_issue, telemetry_ingest
 from controlplane.asgi import application
 from tests.agent.fleet import make_node
@@ -98,9 +98,11 @@ async def test_it_pushes_a_drain_to_the_node_page_as_it_commits(viewer_user: Use
     await _until(theirs, "fleet.snapshot")
 
     await database_sync_to_async(node_drain)(node=node, reason="bad DIMM", actor=operator_user)
-    sent = await database_sync_to_async(broadcaster.tick)()
-    assert (FLEET_GROUP, "node.state") in sent and (f"node.{node.pk}", "drain.progress") in sent
+    # The lifecycle publishes the state change itself when it commits; the broadcaster adds the
+    # drain's progress and the audit record.
     state = await _until(mine, "node.state")
+    sent = await database_sync_to_async(broadcaster.tick)()
+    assert (FLEET_GROUP, "node.state") not in sent and (f"node.{node.pk}", "drain.progress") in sent
     assert state["data"]["id"] == node.pk
     assert state["data"]["state"] == "draining" and state["data"]["previous"] == "active"
     progress = await _until(mine, "drain.progress")
@@ -125,7 +127,7 @@ async def test_it_pushes_a_drain_to_the_node_page_as_it_commits(viewer_user: Use
 
 async def test_it_pushes_a_scale_request_to_the_tier_page(viewer_user: User, operator_user: User) -> None:
     from apps.inventory.choices import NodeState
-    from apps.operations.services import tier_scale
+    from apps.operations.scaling import tier_scale
 
     await database_sync_to_async(make_node)("n-b-10", tier=TierKind.ACCESS_LOGIC, modules=0, slot=10)
     spare = await database_sync_to_async(make_node)("n-b-11", tier=TierKind.ACCESS_LOGIC, modules=0, slot=11,
@@ -146,3 +148,44 @@ async def test_it_pushes_a_scale_request_to_the_tier_page(viewer_user: User, ope
     states = [f["data"] for f in frames if f["type"] == "node.state"]
     assert [(s["hostname"], s["state"]) for s in states] == [("n-b-11", "active")]
     await tier_page.disconnect()
+
+
+COUNTS = ["total", "active", "standby", "cordoned", "draining", "drained", "maintenance", "unreachable", "failed",
+          "held", "out", "serving", "reporting", "serving_modules", "by_state"]
+
+
+def _fleet_in_every_state() -> None:
+    from apps.operations import lifecycle
+
+    nodes = [make_node(f"n-c-{i:02d}", modules=1, slot=i + 1) for i in range(6)]
+    lifecycle.node_cordon(node=nodes[1], reason="look", actor="alice")
+    lifecycle.node_drain(node=nodes[2], reason="fix", actor="alice")
+    lifecycle.node_maintenance_enter(node=nodes[3], reason="fw", actor="alice")
+    lifecycle.node_mark_failed(node=nodes[4], reason="PSU", actor="health")
+    make_node("n-c-10", modules=0, slot=11, tier=TierKind.ACCESS_LOGIC, state="standby")
+    _post_telemetry("n-c-00", "batch-count-01")
+
+
+async def test_it_counts_the_fleet_alike_in_the_rest_snapshot_and_a_websocket_frame(viewer_user: User) -> None:
+    from rest_framework.test import APIClient
+
+    await database_sync_to_async(_fleet_in_every_state)()
+    comm = await _socket("/ws/fleet/", viewer_user)
+    await database_sync_to_async(Broadcaster().tick)()
+    frame = (await _until(comm, "fleet.snapshot"))["data"]
+
+    def rest() -> dict[str, Any]:
+        client = APIClient()
+        client.force_authenticate(viewer_user)
+        return dict(client.get("/api/v1/fleet/snapshot/").json())
+
+    body = await database_sync_to_async(rest)()
+    pushed = {t["kind"]: {k: t[k] for k in COUNTS} for t in frame["tiers"]}
+    served = {t["kind"]: {k: t[k] for k in COUNTS} for t in body["tiers"]}
+    assert pushed == served
+    hybrid = served[TierKind.HYBRID_INFERENCE]
+    assert (hybrid["active"], hybrid["cordoned"], hybrid["draining"], hybrid["maintenance"], hybrid["failed"]) == \
+        (2, 1, 2, 0, 1)  # maintenance on an active node drains it first
+    assert hybrid["held"] == 3 and hybrid["out"] == 1 and hybrid["serving"] == 5 and hybrid["reporting"] == 1
+    assert served[TierKind.ACCESS_LOGIC]["standby"] == 1
+    await comm.disconnect()

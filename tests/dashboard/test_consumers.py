@@ -9,8 +9,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.test import Client
 
-from apps.dashboard.choices import FLEET_GROUP, node_group
-from apps.dashboard.events import send_now
+from apps.common.events import FLEET_GROUP, node_group, send_now
 from controlplane.asgi import application
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.anyio]

@@ -12,7 +12,7 @@ from django.test import Client
 
 from apps.inventory.choices import TierKind
 from apps.inventory.models import Tier
-from apps.operations.services import node_drain
+from apps.operations.lifecycle import node_drain
 from tests.agent.fleet import make_node
 
 pytestmark = pytest.mark.django_db
@@ -106,3 +106,20 @@ def test_it_serves_the_snapshot_over_rest(viewer_user: User, nodes: list[Any]) -
 def test_it_runs_the_broadcaster_as_a_management_command(db: Any, capsys: Any) -> None:
     call_command("broadcast", "--interval", "0.01", "--ticks", "2")
     assert "broadcasting every 0.01 s" in capsys.readouterr().out
+
+
+def test_the_external_tier_page_shows_its_endpoints_and_no_empty_utilisation_chart(viewer_user: User) -> None:
+    from apps.simulator.demo import seed_demo
+
+    seed_demo()
+    tier = Tier.objects.get(kind=TierKind.EXTERNAL_LARGE_MODEL)
+    html = _client(viewer_user).get(f"/tiers/{tier.pk}/").content.decode()
+    assert 'id="tier-endpoints"' in html
+    for endpoint in tier.endpoints.filter(enabled=True):
+        assert endpoint.name in html and endpoint.model in html
+    # no nodes of ours run tier 3: no utilisation to chart, and the page says why
+    assert set(_figures(html)) == {"queue", "latency", "breakdown"}
+    assert 'data-figure="util"' not in html and "runs on its endpoints" in html
+    hybrid = Tier.objects.get(kind=TierKind.HYBRID_INFERENCE)
+    html = _client(viewer_user).get(f"/tiers/{hybrid.pk}/").content.decode()
+    assert "util" in _figures(html) and 'id="tier-endpoints"' not in html

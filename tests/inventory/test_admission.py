@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from apps.inventory import services
 from apps.inventory.choices import Enforcement, NodeState, RuleCode, TierKind
 from apps.inventory.models import AdmissionRule, Module, ModuleType, Node, Rack, Tier
+from apps.operations import lifecycle
 
 pytestmark = pytest.mark.django_db
 
@@ -65,7 +66,7 @@ def test_it_rejects_non_ecc_node_activation(fleet):  # type: ignore[no-untyped-d
     Node.objects.filter(pk=node.pk).update(ecc_memory=False)
     node.refresh_from_db()
     with pytest.raises(ValidationError) as exc:
-        services.inventory_update(instance=node, data={"state": NodeState.ACTIVE}, actor="t")
+        lifecycle.node_activate(node=node.pk, actor="t", reason="scale up", related=None)
     assert "has no ECC memory" in str(exc.value)
     node.refresh_from_db()
     assert node.state == NodeState.STANDBY

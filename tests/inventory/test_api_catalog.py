@@ -78,8 +78,10 @@ def test_it_refuses_to_pin_a_combination_that_was_not_validated(admin_api, fleet
     combo = _combination(fleet, "2.4.0")
     response = admin_api.post(f"/api/v1/version-combinations/{combo.pk}/set-state/",
                               {"state": "pinned", "reason": "looks fine"}, format="json")
-    assert response.status_code == 400
-    assert response.json()["errors"]["state"] == ["only a validated combination can be pinned; this one is candidate"]
+    assert response.status_code == 409
+    assert response.json()["detail"] == ("only a validated combination can be pinned or rolled out; "
+                                         "this one is candidate")
+    assert response.json()["state"] == "candidate"
     combo.refresh_from_db()
     assert combo.state == CombinationState.CANDIDATE
     assert not AuditEvent.objects.exists()

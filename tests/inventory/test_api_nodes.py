@@ -99,7 +99,7 @@ def test_it_refuses_to_delete_a_node_that_holds_modules(admin_api, fleet):  # ty
 def test_it_rejects_malformed_json(admin_api, fleet):  # type: ignore[no-untyped-def]
     response = admin_api.generic("POST", NODES, '{"hostname": "n-x", ', content_type="application/json")
     assert response.status_code == 400
-    assert "JSON parse error" in response.json()["detail"]
+    assert "the body is not valid JSON" in response.json()["detail"]
     assert Node.objects.count() == 1
 
 
@@ -155,20 +155,34 @@ def test_it_refuses_to_activate_a_node_without_ecc(admin_api, fleet):  # type: i
     node = fleet["node"]
     Node.objects.filter(pk=node.pk).update(ecc_memory=False)
 
-    response = admin_api.patch(f"{NODES}{node.pk}/", {"state": "active"}, format="json")
+    response = admin_api.post(f"/api/v1/tiers/{node.tier_id}/scale/", {"desired": 1, "reason": "busy"},
+                              format="json")
 
+    assert response.status_code == 202
+    assert "n-r1-01: no ECC memory" in response.json()["scale_request"]["note"]
+    node.refresh_from_db()
+    assert node.state == NodeState.STANDBY
+
+
+@pytest.mark.parametrize("state", ["active", "draining", "drained", "retired"])
+def test_it_refuses_a_state_in_a_patch_naming_the_action_to_use(admin_api, fleet, state):  # type: ignore[no-untyped-def]
+    node = fleet["node"]
+    response = admin_api.patch(f"{NODES}{node.pk}/", {"state": state}, format="json")
     assert response.status_code == 400
-    assert response.json()["errors"]["ecc_memory"] == [
-        "node n-r1-01 has no ECC memory and cannot be active; non-ECC memory crashes long-running services"]
+    [message] = response.json()["errors"]["state"]
+    assert message.startswith("read-only: change it with the node's actions: ")
+    assert f"POST /api/v1/nodes/{node.pk}/cordon/" in message and f"/api/v1/tiers/{node.tier_id}/scale/" in message
     node.refresh_from_db()
     assert node.state == NodeState.STANDBY
     assert not AuditEvent.objects.filter(action="node.update").exists()
 
 
-def test_it_refuses_a_state_change_the_state_machine_forbids(admin_api, fleet):  # type: ignore[no-untyped-def]
-    response = admin_api.patch(f"{NODES}{fleet['node'].pk}/", {"state": "drained"}, format="json")
+def test_it_creates_a_node_in_standby_or_maintenance_only(admin_api, fleet):  # type: ignore[no-untyped-def]
+    response = admin_api.post(NODES, node_body(state="active"), format="json")
     assert response.status_code == 400
-    assert response.json()["errors"]["state"] == ["a node cannot go from standby to drained"]
+    assert response.json()["errors"]["state"][0].startswith("a new node starts in standby or maintenance, not active")
+    response = admin_api.post(NODES, node_body(state="maintenance"), format="json")
+    assert response.status_code == 201 and response.json()["state"] == "maintenance"
 
 
 def test_it_shows_soft_rule_warnings_and_filters_on_them(admin_api, fleet):  # type: ignore[no-untyped-def]
@@ -307,7 +321,48 @@ def test_list_queries_do_not_grow_with_the_page_size(viewer_api, fleet, url):  #
 
 def test_node_list_query_count_is_small_and_fixed(viewer_api, fleet, django_assert_num_queries):  # type: ignore[no-untyped-def]
     _many_nodes(fleet, 120)
-    # token with user and role (one query), count, page
-    with django_assert_num_queries(3):
+    # token with user and role (one query), the page with its total count (one query)
+    with django_assert_num_queries(2):
         response = viewer_api.get(NODES, {"limit": 100, "has_warnings": "true", "label": "zone=a"})
     assert len(response.json()["results"]) == 100
+    assert response.json()["count"] == 120
+
+
+@pytest.mark.parametrize("url", [NODES, "/api/v1/modules/"])
+def test_a_list_page_costs_two_queries_and_counts_right(viewer_api, fleet, django_assert_num_queries, url):  # type: ignore[no-untyped-def]
+    _many_nodes(fleet, 120)
+    total = (Node if url == NODES else Module).objects.count()
+    assert total == 121 if url == NODES else total == 120
+    for offset in (0, 50, total - 1):
+        with django_assert_num_queries(2):  # token with user and role; the page with the total count
+            body = viewer_api.get(url, {"limit": 50, "offset": offset}).json()
+        assert body["count"] == total
+        assert len(body["results"]) == min(50, total - offset)
+        assert (body["next"] is None) == (offset + 50 >= total)
+    with django_assert_num_queries(2):  # a filter is counted in the same query
+        body = viewer_api.get(url, {"limit": 10, "search": "bulk-001" if url == NODES else "bm-001"}).json()
+    assert body["count"] == 10 and len(body["results"]) == 10
+
+
+@pytest.mark.parametrize("url", [NODES, "/api/v1/modules/"])
+def test_a_page_past_the_end_is_empty_and_keeps_the_count(viewer_api, fleet, django_assert_num_queries, url):  # type: ignore[no-untyped-def]
+    _many_nodes(fleet, 120)
+    total = (Node if url == NODES else Module).objects.count()
+    with django_assert_num_queries(3):  # no row carries the total: one count more
+        body = viewer_api.get(url, {"limit": 50, "offset": 500}).json()
+    assert body["count"] == total and body["results"] == []
+    assert body["previous"] is not None and body["next"] is None
+    with django_assert_num_queries(3):
+        body = viewer_api.get(url, {"limit": 50, "offset": total}).json()
+    assert body["count"] == total and body["results"] == []
+    empty = viewer_api.get(url, {"hostname": "nothing"} if url == NODES else {"serial": "nothing"}).json()
+    assert empty["count"] == 0 and empty["results"] == []
+
+
+def test_grouped_and_paged_racks_count_the_racks(viewer_api, fleet):  # type: ignore[no-untyped-def]
+    Rack.objects.bulk_create(Rack(name=f"r-{i:02d}") for i in range(11))
+    _many_nodes(fleet, 30)  # 31 nodes in r1: one group, not 31 rows
+    body = viewer_api.get("/api/v1/racks/", {"limit": 5, "offset": 10}).json()
+    assert body["count"] == 12 and len(body["results"]) == 2
+    assert {r["name"]: r["node_count"] for r in body["results"]} == {"r-10": 0, "r1": 31}
+    assert viewer_api.get("/api/v1/racks/", {"limit": 5, "offset": 12}).json()["count"] == 12

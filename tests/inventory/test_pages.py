@@ -23,12 +23,22 @@ from apps.inventory.models import (
     Tier,
     VersionCombination,
 )
+from apps.operations import lifecycle
 
 pytestmark = pytest.mark.django_db
 
 
 def _create(instance: Any) -> Any:
-    return services.inventory_create(instance=instance, actor="test-fixture")
+    """Create through the inventory service; a node meant to serve is put to work through the lifecycle."""
+    state = getattr(instance, "state", None)
+    serving = isinstance(instance, Node) and state == NodeState.ACTIVE
+    if serving:
+        instance.state = NodeState.STANDBY
+    created = services.inventory_create(instance=instance, actor="test-fixture")
+    if serving:
+        lifecycle.node_activate(node=created.pk, actor="test-fixture", reason="serving in the fixture")
+        created.refresh_from_db()
+    return created
 
 
 @pytest.fixture
@@ -49,7 +59,7 @@ def fleet(db: Any) -> dict[str, Any]:
     fw = _create(FrameworkRelease(name="axon-runtime", version="1.18.0"))
     fw_new = _create(FrameworkRelease(name="axon-runtime", version="1.19.0"))
     pin = _create(VersionCombination(module_type=ax, driver=d_pin, framework=fw))
-    services.combination_set_state(combination=pin, state=CombinationState.VALIDATED, actor="t")
+    services.combination_set_state(combination=pin, state=CombinationState.VALIDATED, actor="t", by_validation=True)
     services.combination_set_state(combination=pin, state=CombinationState.PINNED, actor="t")
     _create(VersionCombination(module_type=ax, driver=d_old, framework=fw, state=CombinationState.VALIDATED))
     _create(VersionCombination(module_type=ax, driver=d_new, framework=fw_new))

@@ -33,7 +33,7 @@ class Fleet:
         # get_or_create: transactional tests flush the tiers the migration made.
         self.tier, _ = Tier.objects.get_or_create(kind=TierKind.HYBRID_INFERENCE,
                                                   defaults={"name": "Hybrid inference", "level": 2})
-        Tier.objects.filter(pk=self.tier.pk).update(min_active_nodes=1, max_active_nodes=8)
+        Tier.objects.filter(pk=self.tier.pk).update(min_active_nodes=0, max_active_nodes=8)
         self.tier.refresh_from_db()
         self.racks = [Rack.objects.create(name=f"rack-{i}", power_budget_w=1000) for i in (1, 2)]
         self.mtype = ModuleType.objects.create(vendor="Axon", model="AX-40", form_factor="m2",
@@ -57,8 +57,8 @@ class Fleet:
         self.nodes[hostname] = node
         return node
 
-    def report(self, node: Node, in_flight: int, *, at: dt.datetime | None = None) -> None:
-        """The node agent reports ``in_flight`` (through the telemetry ingest service)."""
+    def report(self, node: Node, in_flight: int | None, *, at: dt.datetime | None = None) -> None:
+        """The node agent reports ``in_flight`` (through the telemetry ingest service); None: unknown."""
         when = (at or timezone.now()).isoformat()
         self.send_sample(node, {"time": when, "node": node.hostname, "cpu_util": 0.3, "mem_util": 0.3,
                                 "load1": 1.0, "in_flight": in_flight, "threads": 100, "modules": []})
@@ -68,7 +68,7 @@ class Fleet:
         if token is None:
             token, _ = agent_token_issue(kind=AgentKind.NODE, node=node, actor="test")
             self._tokens[node.pk] = token
-        telemetry_ingest(token=token, payload={"batch_id": f"test-batch-{next(_batch):06d}",
+        telemetry_ingest(token=token, payload={"batch_id": f"test-batch-{next(_batch):06d}", "contract": 2,
                                                "node_samples": [sample]})
 
     def gateway_key(self) -> str:

@@ -95,7 +95,7 @@ def test_it_forgets_idempotency_keys_after_a_day(fleet, operator_api):  # type: 
 
     from django.utils import timezone
 
-    from apps.operations.services import operations_retention
+    from apps.operations.retention import operations_retention
 
     node = fleet.node("n-1")
     url = f"/api/v1/nodes/{node.pk}/cordon/"
@@ -109,18 +109,18 @@ def test_it_seeds_dry_run_policies_for_the_demo(db):  # type: ignore[no-untyped-
     from apps.operations.demo import seed_operations_demo
     from apps.operations.models import AutoscalerPolicy
 
-    assert seed_operations_demo() == {"autoscaler_policies_created": 2}
-    assert seed_operations_demo() == {"autoscaler_policies_created": 0}
+    assert seed_operations_demo() == {"nodes_activated": 0, "autoscaler_policies_created": 2}
+    assert seed_operations_demo() == {"nodes_activated": 0, "autoscaler_policies_created": 0}
     assert set(AutoscalerPolicy.objects.values_list("dry_run", "enabled")) == {(True, True)}
 
 
 def test_it_lists_drains_with_what_they_wait_for_in_few_queries(  # type: ignore[no-untyped-def]
         fleet, viewer_api, django_assert_max_num_queries):
-    from apps.operations import services
+    from apps.operations import lifecycle
 
     for i in range(6):
         node = fleet.node(f"n-{i}")
-        services.node_drain(node=node, reason="batch", actor="alice")
+        lifecycle.node_drain(node=node, reason="batch", actor="alice")
         if i % 2:
             fleet.report(node, in_flight=i)
     with django_assert_max_num_queries(8):

@@ -7,7 +7,7 @@ import pytest
 
 from apps.audit.models import AuditEvent
 from apps.inventory.choices import NodeState
-from apps.operations import services
+from apps.operations import retention, scaling
 from apps.operations.autoscaler import Params, decide
 from apps.operations.choices import DecisionAction
 from apps.operations.models import AutoscalerPolicy, ScaleRequest
@@ -74,7 +74,7 @@ def test_it_scales_a_tier_and_records_why(fleet, viewer_api):  # type: ignore[no
         fleet.node(f"s-{i}", state=NodeState.STANDBY, rack=1)
     AutoscalerPolicy.objects.create(tier=fleet.tier, target_queue_per_node=10, max_step=2)
     fleet.queue(45)
-    decision = services.autoscaler_run(tier=fleet.tier)
+    decision = scaling.autoscaler_run(tier=fleet.tier)
     assert decision is not None
     assert decision.action == DecisionAction.SCALE_UP and decision.raw_desired == 5 and decision.desired == 4
     assert decision.scale_request is not None and len(decision.scale_request.activated) == 2
@@ -91,7 +91,7 @@ def test_it_only_records_in_dry_run(fleet):  # type: ignore[no-untyped-def]
     fleet.node("s-0", state=NodeState.STANDBY)
     AutoscalerPolicy.objects.create(tier=fleet.tier, target_queue_per_node=10, dry_run=True)
     fleet.queue(20)
-    decision = services.autoscaler_run(tier=fleet.tier)
+    decision = scaling.autoscaler_run(tier=fleet.tier)
     assert decision is not None and decision.action == DecisionAction.DRY_RUN and decision.desired == 2
     assert not ScaleRequest.objects.exists()
     assert state_of(fleet.nodes["s-0"]) == NodeState.STANDBY
@@ -101,7 +101,7 @@ def test_it_only_records_in_dry_run(fleet):  # type: ignore[no-untyped-def]
 def test_it_does_nothing_without_a_fresh_queue_depth(fleet):  # type: ignore[no-untyped-def]
     fleet.node("n-0")
     AutoscalerPolicy.objects.create(tier=fleet.tier, target_queue_per_node=10)
-    decision = services.autoscaler_run(tier=fleet.tier)
+    decision = scaling.autoscaler_run(tier=fleet.tier)
     assert decision is not None and decision.action == DecisionAction.SKIPPED
     assert "no queue depth from the gateway" in decision.explanation
 
@@ -135,10 +135,10 @@ def test_it_forgets_decisions_after_a_week_unless_they_scaled(fleet):  # type: i
     fleet.node("s-0", state=NodeState.STANDBY)
     AutoscalerPolicy.objects.create(tier=fleet.tier, target_queue_per_node=10, cooldown_s=0)
     fleet.queue(20)
-    scaled = services.autoscaler_run(tier=fleet.tier)
-    kept = services.autoscaler_run(tier=fleet.tier)
+    scaled = scaling.autoscaler_run(tier=fleet.tier)
+    kept = scaling.autoscaler_run(tier=fleet.tier)
     assert scaled is not None and scaled.scale_request is not None
     assert kept is not None and kept.action == DecisionAction.NONE
     later = timezone.now() + dt.timedelta(days=8)
-    assert services.operations_retention(now=later)["autoscaler_decisions"] == 1
+    assert retention.operations_retention(now=later)["autoscaler_decisions"] == 1
     assert list(AutoscalerDecision.objects.values_list("pk", flat=True)) == [scaled.pk]

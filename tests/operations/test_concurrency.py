@@ -67,11 +67,11 @@ def test_it_replays_a_key_sent_twice_at_once(operator_api):  # type: ignore[no-u
     assert Drain.objects.count() == 1 and IdempotencyRecord.objects.count() == 1
 
 
-def test_it_gives_409_to_the_loser_of_conflicting_drains(operator_api):  # type: ignore[no-untyped-def]
+def test_it_gives_409_to_the_loser_of_conflicting_drains(operator_api, admin_api):  # type: ignore[no-untyped-def]
     node = Fleet().node("n-1")
     url = f"/api/v1/nodes/{node.pk}/drain/"
     responses = _race([_post(operator_api, url, {"reason": "operator work"}),
-                       _post(operator_api, url, {"reason": "ECC", "owner": "health"})])
+                       _post(admin_api, url, {"reason": "ECC", "owner": "health"})])
     codes = sorted(r.status_code for r in responses)
     assert codes == [202, 409]
     loser = next(r for r in responses if r.status_code == 409)

@@ -7,8 +7,8 @@ import pytest
 
 from apps.common.errors import Conflict
 from apps.inventory.choices import NodeState
-from apps.inventory.models import Module
-from apps.operations import services
+from apps.inventory.models import Module, Tier
+from apps.operations import controllers, lifecycle, scaling
 from apps.operations.choices import DrainState, ScaleState
 from apps.operations.models import Drain, ScaleRequest
 
@@ -48,7 +48,7 @@ def test_it_respects_the_rack_power_budget(fleet):  # type: ignore[no-untyped-de
     fleet.node("s-1", rack=0, state=NodeState.STANDBY)
     fleet.node("s-2", rack=0, state=NodeState.STANDBY)
     fleet.node("s-3", rack=1, state=NodeState.STANDBY)
-    sr = services.tier_scale(tier=fleet.tier, desired=4, actor="alice").obj
+    sr = scaling.tier_scale(tier=fleet.tier, desired=4, actor="alice").obj
     assert sorted(sr.activated) == ["s-1", "s-3"]
     assert "s-2: rack rack-1 would draw 255 W of its 200 W budget" in sr.note
 
@@ -58,29 +58,30 @@ def test_it_never_releases_a_node_with_work_in_flight(fleet):  # type: ignore[no
     fleet.report(busy, in_flight=9)
     fleet.report(idle, in_flight=1)
     fleet.report(other, in_flight=5)
-    sr = services.tier_scale(tier=fleet.tier, desired=2, actor="alice", reason="night").obj
+    sr = scaling.tier_scale(tier=fleet.tier, desired=2, actor="alice", reason="night").obj
     drain = Drain.objects.get(scale_request=sr)
     assert drain.node == idle  # the least busy node is picked
     assert state_of(idle) == NodeState.DRAINING
 
     fleet.report(idle, in_flight=1)
-    services.drains_advance()
+    controllers.drains_advance()
     assert state_of(idle) == NodeState.DRAINING
     sr.refresh_from_db()
     assert sr.state == ScaleState.RUNNING
 
     fleet.report(idle, in_flight=0)
-    services.drains_advance()
+    controllers.drains_advance()
     assert state_of(idle) == NodeState.STANDBY
     drain.refresh_from_db()
     assert drain.state == DrainState.RELEASED
-    services.drains_advance()
+    controllers.drains_advance()
     sr.refresh_from_db()
     assert sr.state == ScaleState.COMPLETED
     assert [state_of(n) for n in (busy, other)] == [NodeState.ACTIVE, NodeState.ACTIVE]
 
 
 def test_it_keeps_within_the_tiers_bounds_and_refuses_a_conflicting_scale(fleet, operator_api):  # type: ignore[no-untyped-def]
+    Tier.objects.filter(pk=fleet.tier.pk).update(min_active_nodes=1)
     for i in range(3):
         fleet.node(f"n-{i}")
     url = f"/api/v1/tiers/{fleet.tier.pk}/scale/"
@@ -99,9 +100,9 @@ def test_it_takes_back_a_draining_node_when_scaling_up_again(fleet):  # type: ig
     for i in range(3):
         fleet.node(f"n-{i}")
     fleet.node("s-1", state=NodeState.STANDBY)
-    services.tier_scale(tier=fleet.tier, desired=2, actor="autoscaler")
+    scaling.tier_scale(tier=fleet.tier, desired=2, actor="autoscaler")
     draining = Drain.objects.get(state=DrainState.DRAINING).node
-    sr = services.tier_scale(tier=fleet.tier, desired=3, actor="autoscaler", supersede=True).obj
+    sr = scaling.tier_scale(tier=fleet.tier, desired=3, actor="autoscaler", supersede=True).obj
     assert sr.reclaimed == [draining.hostname] and sr.activated == []
     assert state_of(draining) == NodeState.ACTIVE
     assert state_of(fleet.nodes["s-1"]) == NodeState.STANDBY
@@ -110,7 +111,7 @@ def test_it_takes_back_a_draining_node_when_scaling_up_again(fleet):  # type: ig
 def test_it_will_not_uncordon_a_node_the_autoscaler_is_releasing(fleet):  # type: ignore[no-untyped-def]
     for i in range(2):
         fleet.node(f"n-{i}")
-    services.tier_scale(tier=fleet.tier, desired=1, actor="autoscaler", owner="autoscaler")
+    scaling.tier_scale(tier=fleet.tier, desired=1, actor="autoscaler", owner="autoscaler")
     node = Drain.objects.get().node
     with pytest.raises(Conflict):
-        services.node_uncordon(node=node, owner="health", reason="x", actor="health")
+        lifecycle.node_uncordon(node=node, owner="health", reason="x", actor="health")

@@ -140,6 +140,9 @@ class NodeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "created_at", "updated_at",
         ]
         read_only_fields = ["state_changed_at"]
+        extra_kwargs = {"state": {"help_text": "Where a new node starts (standby or maintenance); read-only after "
+                                               "that: the node's actions change it (/api/v1/nodes/{id}/cordon/, "
+                                               "/drain/, /uncordon/, /maintenance/, tier scaling)"}}
         validators: list[Any] = []  # (rack, slot) uniqueness: the model's full_clean says it in plain words
 
     def validate_labels(self, value: Any) -> dict[str, str]:
@@ -162,7 +165,7 @@ class NodeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 class ModuleTypeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     class Meta:
         model = ModuleType
-        fields = ["id", "vendor", "model", "form_factor", "int8_tops", "power_w", "pcie_lanes"]
+        fields = ["id", "vendor", "model", "form_factor", "int8_tops", "power_w", "pcie_lanes", "capabilities"]
         validators: list[Any] = []
 
 
@@ -184,6 +187,8 @@ class ModuleSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "framework_version", "firmware_version", "pinned_driver", "pinned_framework", "drift",
             "created_at", "updated_at",
         ]
+        extra_kwargs = {"state": {"help_text": "Where a new module starts (healthy, degraded or failed); read-only "
+                                               "after that: /api/v1/modules/{id}/quarantine/ and /release/"}}
         validators: list[Any] = []  # (node, slot): the admission rules name the module holding the slot
 
 
@@ -215,13 +220,14 @@ class VersionCombinationSerializer(serializers.ModelSerializer):  # type: ignore
     class Meta:
         model = VersionCombination
         fields = ["id", "module_type", "driver", "driver_version", "framework", "framework_name",
-                  "framework_version", "state", "state_changed_at", "notes", "created_at"]
+                  "framework_version", "state", "state_changed_at", "suspect", "suspect_reason", "notes",
+                  "created_at"]
         read_only_fields = ["state", "state_changed_at"]
         validators: list[Any] = []
 
 
 class VersionCombinationUpdateSerializer(VersionCombinationSerializer):
-    """Updates change the notes only: another driver or framework is another combination."""
+    """Updates change the notes and the suspect flag only: another driver or framework is another combination."""
 
     module_type = serializers.IntegerField(source="module_type_id", read_only=True)  # type: ignore[assignment]
     driver = serializers.IntegerField(source="driver_id", read_only=True)  # type: ignore[assignment]
@@ -241,7 +247,7 @@ class ExternalEndpointSerializer(serializers.ModelSerializer):  # type: ignore[t
     class Meta:
         model = ExternalEndpoint
         fields = ["id", "name", "tier", "kind", "url", "model", "quota_requests_per_min", "quota_tokens_per_min",
-                  "enabled"]
+                  "latency_slo_ms", "enabled"]
         validators: list[Any] = []
 
 

@@ -3,12 +3,14 @@
 Thin: the serializers check shapes and references, the services
 (``apps.inventory.services``) validate with ``full_clean()``, write and audit,
 the selectors build the list querysets.  Lists are read with ``values()``
-(``apps.inventory.api.values``): a constant number of queries and no model
+(``apps.common.values``): a constant number of queries and no model
 instance per row, whatever the page size.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from django.db.models import BooleanField, Count, ExpressionWrapper, F, Model, Q, QuerySet
@@ -20,9 +22,9 @@ from rest_framework.response import Response
 
 from apps.audit.choices import Source
 from apps.common.permissions import IsViewer
+from apps.common.values import LIST_FILTER_BACKENDS, ValuesListMixin, ValuesPagination, values_rows
 from apps.inventory import filtersets, selectors, services
 from apps.inventory.api import serializers as s
-from apps.inventory.api.values import LIST_FILTER_BACKENDS, ValuesPagination, values_rows
 from apps.inventory.models import (
     DriverRelease,
     ExternalEndpoint,
@@ -35,14 +37,11 @@ from apps.inventory.models import (
 )
 
 
-class ValuesListMixin:
-    """``list`` read with ``values()`` through the paginator's lazy page."""
-
-    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        view: Any = self
-        queryset = view.filter_queryset(view.get_queryset())
-        page: Any = view.paginate_queryset(queryset)
-        return view.get_paginated_response(values_rows(view.get_serializer_class(), page))  # type: ignore[no-any-return]
+@cache
+def _prototype(build: Callable[[], QuerySet[Any]]) -> QuerySet[Any]:
+    """The list queryset built once per process (its subquery annotations take longer to build
+    than a page takes to read); never evaluated itself, views take ``.all()`` clones of it."""
+    return build()
 
 
 class InventoryViewSet(ValuesListMixin, viewsets.ModelViewSet):  # type: ignore[type-arg]
@@ -124,7 +123,7 @@ class NodeViewSet(InventoryViewSet):
     ordering = ["hostname"]
 
     def get_queryset(self) -> QuerySet[Node]:
-        return selectors.node_list()
+        return _prototype(selectors.node_list).all()
 
     @extend_schema(request=s.NodeBulkSerializer, responses={201: s.NodeBulkResultSerializer},
                    summary="Create many nodes in one transaction: all or none")
@@ -151,7 +150,7 @@ class ModuleViewSet(InventoryViewSet):
     ordering = ["serial"]
 
     def get_queryset(self) -> QuerySet[Module]:
-        return module_queryset()
+        return _prototype(module_queryset).all()
 
     @extend_schema(request=s.ModuleBulkSerializer, responses={201: s.ModuleBulkResultSerializer},
                    summary="Create many modules in one transaction: all or none")
@@ -164,8 +163,7 @@ class ModuleViewSet(InventoryViewSet):
     @action(detail=False, methods=["get"], url_path="drift")
     def drift(self, request: Request) -> Response:
         queryset = self.filter_queryset(self.get_queryset().filter(pk__in=selectors.version_drift().values("pk")))
-        page: Any = self.paginate_queryset(queryset)  # a lazy slice (ValuesPagination)
-        return self.get_paginated_response(values_rows(s.ModuleSerializer, page))
+        return self.values_page(queryset, s.ModuleSerializer)
 
 
 class ModuleTypeViewSet(InventoryViewSet):
@@ -220,6 +218,8 @@ class VersionCombinationViewSet(InventoryViewSet):
     search_fields = ["driver__version", "framework__name", "framework__version", "notes"]
     ordering_fields = ["created_at", "state", "state_changed_at"]
     ordering = ["module_type", "-created_at"]
+    conflicts = {"set_state": "Validating and validated come only from a validation run on the gray pool; only a "
+                              "validated combination is pinned (`state` says where it is)"}
 
     def get_queryset(self) -> QuerySet[Any]:
         return selectors.combination_list()

@@ -1,9 +1,16 @@
 from __future__ import annotations
 
-from typing import Any
+import datetime as dt
+from typing import TYPE_CHECKING, Any
 
+from django.utils import timezone
 from rest_framework import serializers
 
+if TYPE_CHECKING:
+    from django.utils.functional import _StrPromise
+
+from apps.common.roles import ADMIN, has_role
+from apps.common.serializers import ErrorSerializer
 from apps.operations import selectors
 from apps.operations.choices import AfterDrain, DeadlineAction, Owner
 from apps.operations.models import AutoscalerDecision, AutoscalerPolicy, Drain, Quarantine, ScaleRequest
@@ -100,19 +107,71 @@ class AutoscalerDecisionSerializer(serializers.ModelSerializer[AutoscalerDecisio
 # ---- action inputs ----------------------------------------------------------------------------
 
 
-class OwnedReasonSerializer(serializers.Serializer[Any]):
+class OwnedInputSerializer(serializers.Serializer[Any]):
+    """Who acts (the hold's owner) and whether an operator overrides. Over the API a user acts as the
+    ``operator`` owner; only admins may name another owner (e.g. to release a hold left by a stopped
+    rollout as that rollout)."""
+
     owner = serializers.ChoiceField(choices=Owner.choices, default=Owner.OPERATOR,
-                                    help_text="Who holds (or clears) the hold; one owner never clears another's")
+                                    help_text="Who holds (or clears) the hold; one owner never clears another's. "
+                                              "Owners other than operator: admins only")
+    override = serializers.BooleanField(default=False, help_text="Operator only, with a reason (audited): clear "
+                                        "another owner's hold, or go below the tier's capacity floor")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        request = self.context.get("request")
+        if attrs.get("owner", Owner.OPERATOR) != Owner.OPERATOR and request is not None \
+                and not has_role(request.user, ADMIN):
+            raise serializers.ValidationError({"owner": [f"only admins may act as the {attrs['owner']} owner"]})
+        if attrs.get("override"):
+            if attrs.get("owner") != Owner.OPERATOR:
+                raise serializers.ValidationError({"override": ["only the operator owner may override"]})
+            if not str(attrs.get("reason", "")).strip():
+                raise serializers.ValidationError({"reason": ["an override needs a reason"]})
+        return attrs
+
+
+class OwnedReasonSerializer(OwnedInputSerializer):
     reason = serializers.CharField(max_length=2000, allow_blank=False)
+
+
+class QuarantineInputSerializer(OwnedReasonSerializer):
+    pass
+
+
+RESUME_AFTER_MAX_DAYS = 90
 
 
 class CordonInputSerializer(OwnedReasonSerializer):
     resume_after = serializers.DateTimeField(required=False, allow_null=True, default=None,
-                                             help_text="Uncordon automatically at this time")
+                                             help_text="Uncordon automatically at this time: in the future, "
+                                                       f"at most {RESUME_AFTER_MAX_DAYS} days ahead")
+
+    def validate_resume_after(self, value: dt.datetime | None) -> dt.datetime | None:
+        if value is None:
+            return None
+        now = timezone.now()
+        if value <= now:
+            raise serializers.ValidationError(f"must be in the future (it is {value.isoformat()}; "
+                                              f"now is {now.isoformat(timespec='seconds')})")
+        if value > now + dt.timedelta(days=RESUME_AFTER_MAX_DAYS):
+            raise serializers.ValidationError(f"must be at most {RESUME_AFTER_MAX_DAYS} days ahead")
+        return value
+
+
+DEADLINE_S_MAX = 7 * 24 * 3600
+
+
+def _deadline_errors(lo: int) -> dict[str, str | _StrPromise]:
+    """Out of range or not a whole number: one message naming the allowed range (DRF's default
+    names only the bound crossed)."""
+    text = f"must be a whole number of seconds, {lo}-{DEADLINE_S_MAX} (7 days)"
+    return {"min_value": text, "max_value": text, "invalid": text, "max_string_length": text}
 
 
 class DrainInputSerializer(CordonInputSerializer):
-    deadline_s = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=900,
+    deadline_s = serializers.IntegerField(min_value=0, max_value=DEADLINE_S_MAX, required=False, allow_null=True,
+                                          default=900, error_messages=_deadline_errors(0),
                                           help_text="Seconds until the deadline action; null or 0 for no deadline")
     deadline_action = serializers.ChoiceField(choices=DeadlineAction.choices, default=DeadlineAction.ALERT)
     then = serializers.ChoiceField(choices=[(AfterDrain.STAY, "Stay drained"),
@@ -121,31 +180,61 @@ class DrainInputSerializer(CordonInputSerializer):
 
 
 class MaintenanceInputSerializer(OwnedReasonSerializer):
-    deadline_s = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=900)
+    deadline_s = serializers.IntegerField(min_value=0, max_value=DEADLINE_S_MAX, required=False, allow_null=True,
+                                          default=900, error_messages=_deadline_errors(0),
+                                          help_text="Seconds until the deadline action; null or 0 for no deadline")
     deadline_action = serializers.ChoiceField(choices=DeadlineAction.choices, default=DeadlineAction.ALERT)
 
 
-class ReleaseInputSerializer(serializers.Serializer[Any]):
-    owner = serializers.ChoiceField(choices=Owner.choices, default=Owner.OPERATOR)
+class ReleaseInputSerializer(OwnedInputSerializer):
     reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
-    override = serializers.BooleanField(default=False, help_text="Operator only: clear another owner's hold "
-                                        "(needs a reason; audited)")
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if attrs["override"]:
-            if attrs["owner"] != Owner.OPERATOR:
-                raise serializers.ValidationError({"override": ["only the operator owner may override"]})
-            if not attrs["reason"].strip():
-                raise serializers.ValidationError({"reason": ["an override needs a reason"]})
-        return attrs
+
+class GrayInputSerializer(serializers.Serializer[Any]):
+    gray = serializers.BooleanField(help_text="true: join the gray pool; false: leave it")
+    reason = serializers.CharField(max_length=2000)
+
+
+class GrayResultSerializer(serializers.Serializer[Any]):
+    changed = serializers.BooleanField()
+    node = serializers.DictField(help_text="id, hostname, state, gray")
 
 
 class ScaleInputSerializer(serializers.Serializer[Any]):
-    desired = serializers.IntegerField(min_value=0, help_text="Desired active node count")
+    desired = serializers.IntegerField(min_value=0, max_value=100_000, help_text="Desired active node count")
     reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
     supersede = serializers.BooleanField(default=False, help_text="Replace a running scale request of the tier")
-    drain_deadline_s = serializers.IntegerField(min_value=1, default=900,
+    drain_deadline_s = serializers.IntegerField(min_value=1, max_value=DEADLINE_S_MAX, default=900,
+                                                error_messages=_deadline_errors(1),
                                                 help_text="Deadline of scale-down drains (they alert, never force)")
+    override = serializers.BooleanField(default=False, help_text="Scale down below the tier's capacity floor "
+                                        "(needs a reason; audited)")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["override"] and not attrs["reason"].strip():
+            raise serializers.ValidationError({"reason": ["an override needs a reason"]})
+        return attrs
+
+
+class CapacityNumbersSerializer(serializers.Serializer[Any]):
+    tier = serializers.CharField()
+    unit = serializers.ChoiceField(choices=["node", "module"])
+    have = serializers.IntegerField(help_text="Serving nodes (or modules) now")
+    after = serializers.IntegerField(help_text="What the action would leave")
+    floor = serializers.IntegerField(help_text="max(min_active_nodes, need), or the modules the traffic needs")
+    need = serializers.IntegerField(help_text="Active nodes the tier's traffic needs")
+    need_modules = serializers.IntegerField()
+    binding = serializers.CharField(help_text="Which figure sets the need: traffic, utilisation, queue or none")
+    min_active_nodes = serializers.IntegerField()
+
+
+class ConflictSerializer(ErrorSerializer):
+    """The error shape with the numbers of a refusal."""
+
+    detail = serializers.CharField(help_text="What conflicts, in words, with the numbers")
+    capacity = CapacityNumbersSerializer(required=False, help_text="Present when the capacity guard refused")
+    holder = serializers.DictField(required=False, help_text="Present when another owner holds the node or module: "
+                                   "owner, by, reason")
 
 
 class NodeBriefSerializer(serializers.Serializer[Any]):

@@ -3,21 +3,20 @@ the operator role and honour an ``Idempotency-Key`` header."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
+from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.audit.services import snapshot
-from apps.common.permissions import IsViewer, ViewerReadOperatorWrite
+from apps.common.permissions import AdminOnly, IsViewer, ViewerReadOperatorWrite
 from apps.inventory.models import Module, Node, Tier
-from apps.operations import selectors, services
+from apps.operations import lifecycle, scaling, selectors
 from apps.operations.api import serializers as s
 from apps.operations.filtersets import (
     AutoscalerDecisionFilterSet,
@@ -37,131 +36,167 @@ IDEMPOTENCY = OpenApiParameter(
                 "request is 422.")
 
 
-def _node_result(node: Node, result: services.Result) -> dict[str, Any]:
+def _node_result(node: Node, result: lifecycle.Result) -> dict[str, Any]:
     node.refresh_from_db(fields=["state"])
     drain = result.obj
     return {"changed": result.changed, "node": {"id": node.pk, "hostname": node.hostname, "state": node.state},
             "drain": s.DrainSerializer(drain).data if drain is not None else None}
 
 
-class _NodeAction(APIView):
-    permission_classes = [ViewerReadOperatorWrite]
-    input_serializer: type[Any] = s.ReleaseInputSerializer
-    created_status = status.HTTP_200_OK
-
-    def act(self, node: Node, data: dict[str, Any], actor: Any) -> services.Result:
-        raise NotImplementedError
-
-    def handle(self, request: Request, pk: int) -> Response:
-        def run() -> Response:
-            node = get_object_or_404(Node, pk=pk)
-            ser = self.input_serializer(data=request.data)
-            ser.is_valid(raise_exception=True)
-            result = self.act(node, dict(ser.validated_data), request.user)
-            code = self.created_status if result.changed else status.HTTP_200_OK
-            return Response(_node_result(node, result), status=code)
-
-        return idempotent(request, run)
-
-
-def _node_action(name: str, ser: type[Any], created: int, doc: str,
-                 act: Callable[[Node, dict[str, Any], Any], services.Result]) -> type[_NodeAction]:
-    def post(self: _NodeAction, request: Request, pk: int) -> Response:
-        return self.handle(request, pk)
-
-    documented = extend_schema(
-        request=ser, responses={200: s.NodeActionResultSerializer, 202: s.NodeActionResultSerializer},
-        parameters=[IDEMPOTENCY], description=doc, operation_id=name, tags=["operations"],
-    )(post)
-    view: type[_NodeAction] = type(name, (_NodeAction,), {
-        "input_serializer": ser, "created_status": created, "post": documented,
-        "act": lambda self, node, data, actor: act(node, data, actor),
-    })
-    return view
-
-
-NodeCordonView = _node_action(
-    "node_cordon", s.CordonInputSerializer, status.HTTP_200_OK,
-    "Cordon: no new work reaches the node; requests in flight finish. 200 (changed=false) when the same owner "
-    "already holds it; 409 when another owner does.",
-    lambda node, d, actor: services.node_cordon(node=node, owner=d["owner"], reason=d["reason"], actor=actor,
-                                                resume_after=d["resume_after"]))
-NodeDrainView = _node_action(
-    "node_drain", s.DrainInputSerializer, status.HTTP_202_ACCEPTED,
-    "Drain: cordon, then wait for the node to report zero requests in flight (202 when started). At the "
-    "deadline the drain stays and alerts, or is forced, as deadline_action says. The same owner draining again "
-    "gets the existing drain (200).",
-    lambda node, d, actor: services.node_drain(
-        node=node, owner=d["owner"], reason=d["reason"], actor=actor, deadline_s=d["deadline_s"],
-        deadline_action=d["deadline_action"], resume_after=d["resume_after"], after=d["then"]))
-NodeUncordonView = _node_action(
-    "node_uncordon", s.ReleaseInputSerializer, status.HTTP_200_OK,
-    "Release the node's cordon or drain and put it back to work. Only the hold's owner may, or an operator "
-    "with override=true and a reason (audited); otherwise 409 naming the holder.",
-    lambda node, d, actor: services.node_uncordon(node=node, owner=d["owner"], reason=d["reason"], actor=actor,
-                                                  override=d["override"]))
-NodeMaintenanceView = _node_action(
-    "node_maintenance_enter", s.MaintenanceInputSerializer, status.HTTP_202_ACCEPTED,
-    "Enter maintenance: at once when drained or standby; an active or cordoned node is drained first.",
-    lambda node, d, actor: services.node_maintenance_enter(
-        node=node, owner=d["owner"], reason=d["reason"], actor=actor, deadline_s=d["deadline_s"],
-        deadline_action=d["deadline_action"]))
-NodeMaintenanceLeaveView = _node_action(
-    "node_maintenance_leave", s.ReleaseInputSerializer, status.HTTP_200_OK,
-    "Leave maintenance: back to active (drained into maintenance) or to standby (came from standby).",
-    lambda node, d, actor: services.node_maintenance_leave(node=node, owner=d["owner"], reason=d["reason"],
-                                                           actor=actor, override=d["override"]))
-
-
-def _module_result(module: Module, result: services.Result) -> dict[str, Any]:
+def _module_result(module: Module, result: lifecycle.Result) -> dict[str, Any]:
     module.refresh_from_db(fields=["state"])
     hold = result.obj
     return {"changed": result.changed, "module": {"id": module.pk, "serial": module.serial, "state": module.state},
             "quarantine": s.QuarantineSerializer(hold).data if hold is not None else None}
 
 
-class ModuleQuarantineView(APIView):
-    permission_classes = [ViewerReadOperatorWrite]
+class NodeActionView(APIView):
+    """One lifecycle action on one node: parse the body, call the action, answer the node and its hold.
+    Subclasses name their input serializer, the status of a change and the action (``act``)."""
 
-    @extend_schema(request=s.OwnedReasonSerializer, responses=s.ModuleActionResultSerializer,
-                   parameters=[IDEMPOTENCY], operation_id="module_quarantine", tags=["operations"],
-                   description="Quarantine one module: no new work on it while its node serves on its others.")
+    permission_classes = [ViewerReadOperatorWrite]
+    input_serializer: type[s.OwnedInputSerializer] = s.ReleaseInputSerializer
+    changed_status: int = status.HTTP_200_OK
+
+    def act(self, node: Node, data: dict[str, Any], actor: Any) -> lifecycle.Result:
+        raise NotImplementedError
+
     def post(self, request: Request, pk: int) -> Response:
         def run() -> Response:
-            module = get_object_or_404(Module, pk=pk)
-            ser = s.OwnedReasonSerializer(data=request.data)
+            node = get_object_or_404(Node, pk=pk)
+            ser = self.input_serializer(data=request.data, context={"request": request})
             ser.is_valid(raise_exception=True)
-            result = services.module_quarantine(module=module, owner=ser.validated_data["owner"],
-                                                reason=ser.validated_data["reason"], actor=request.user)
-            return Response(_module_result(module, result))
+            result = self.act(node, dict(ser.validated_data), request.user)
+            code = self.changed_status if result.changed else status.HTTP_200_OK
+            return Response(_node_result(node, result), status=code)
 
         return idempotent(request, run)
 
 
-class ModuleReleaseView(APIView):
-    permission_classes = [ViewerReadOperatorWrite]
+class ModuleActionView(APIView):
+    """One lifecycle action on one module."""
 
-    @extend_schema(request=s.ReleaseInputSerializer, responses=s.ModuleActionResultSerializer,
-                   parameters=[IDEMPOTENCY], operation_id="module_release", tags=["operations"],
-                   description="Release a quarantined module (its owner, or an operator override with a reason).")
+    permission_classes = [ViewerReadOperatorWrite]
+    input_serializer: type[s.OwnedInputSerializer] = s.ReleaseInputSerializer
+
+    def act(self, module: Module, data: dict[str, Any], actor: Any) -> lifecycle.Result:
+        raise NotImplementedError
+
     def post(self, request: Request, pk: int) -> Response:
         def run() -> Response:
             module = get_object_or_404(Module, pk=pk)
-            ser = s.ReleaseInputSerializer(data=request.data)
+            ser = self.input_serializer(data=request.data, context={"request": request})
             ser.is_valid(raise_exception=True)
-            d = ser.validated_data
-            result = services.module_release(module=module, owner=d["owner"], reason=d["reason"],
-                                             actor=request.user, override=d["override"])
-            return Response(_module_result(module, result))
+            return Response(_module_result(module, self.act(module, dict(ser.validated_data), request.user)))
 
         return idempotent(request, run)
+
+
+NODE_RESULTS = {200: s.NodeActionResultSerializer, 202: s.NodeActionResultSerializer,
+                409: s.ConflictSerializer}
+
+
+@extend_schema_view(post=extend_schema(
+    request=s.CordonInputSerializer, responses=NODE_RESULTS, parameters=[IDEMPOTENCY], operation_id="node_cordon",
+    tags=["operations"],
+    description="Cordon: no new work reaches the node; requests in flight finish. 200 (changed=false) when the "
+                "same owner already holds it; 409 when another owner does, or when the tier would fall below its "
+                "capacity floor (the numbers in `capacity`; an operator may pass override=true with a reason)."))
+class NodeCordonView(NodeActionView):
+    input_serializer = s.CordonInputSerializer
+
+    def act(self, node: Node, data: dict[str, Any], actor: Any) -> lifecycle.Result:
+        return lifecycle.node_cordon(node=node, owner=data["owner"], reason=data["reason"], actor=actor,
+                                     resume_after=data["resume_after"], override=data["override"])
+
+
+@extend_schema_view(post=extend_schema(
+    request=s.DrainInputSerializer, responses=NODE_RESULTS, parameters=[IDEMPOTENCY], operation_id="node_drain",
+    tags=["operations"],
+    description="Drain: cordon, then wait for the node to report zero requests in flight (202 when started). At "
+                "the deadline the drain stays and alerts, or is forced, as deadline_action says. The same owner "
+                "draining again gets the existing drain (200). 409 below the tier's capacity floor, as for cordon."))
+class NodeDrainView(NodeActionView):
+    input_serializer = s.DrainInputSerializer
+    changed_status = status.HTTP_202_ACCEPTED
+
+    def act(self, node: Node, data: dict[str, Any], actor: Any) -> lifecycle.Result:
+        return lifecycle.node_drain(node=node, owner=data["owner"], reason=data["reason"], actor=actor,
+                                    deadline_s=data["deadline_s"], deadline_action=data["deadline_action"],
+                                    resume_after=data["resume_after"], after=data["then"], override=data["override"])
+
+
+@extend_schema_view(post=extend_schema(
+    request=s.ReleaseInputSerializer, responses=NODE_RESULTS, parameters=[IDEMPOTENCY], operation_id="node_uncordon",
+    tags=["operations"],
+    description="Release the node's cordon or drain and put it back to work. Only the hold's owner may, or an "
+                "operator with override=true and a reason (audited); otherwise 409 naming the holder."))
+class NodeUncordonView(NodeActionView):
+    input_serializer = s.ReleaseInputSerializer
+
+    def act(self, node: Node, data: dict[str, Any], actor: Any) -> lifecycle.Result:
+        return lifecycle.node_uncordon(node=node, owner=data["owner"], reason=data["reason"], actor=actor,
+                                       override=data["override"])
+
+
+@extend_schema_view(post=extend_schema(
+    request=s.MaintenanceInputSerializer, responses=NODE_RESULTS, parameters=[IDEMPOTENCY],
+    operation_id="node_maintenance_enter", tags=["operations"],
+    description="Enter maintenance: at once when drained, standby, failed or unreachable; an active or cordoned "
+                "node is drained first (the capacity guard applies)."))
+class NodeMaintenanceView(NodeActionView):
+    input_serializer = s.MaintenanceInputSerializer
+    changed_status = status.HTTP_202_ACCEPTED
+
+    def act(self, node: Node, data: dict[str, Any], actor: Any) -> lifecycle.Result:
+        return lifecycle.node_maintenance_enter(node=node, owner=data["owner"], reason=data["reason"], actor=actor,
+                                                deadline_s=data["deadline_s"], override=data["override"],
+                                                deadline_action=data["deadline_action"])
+
+
+@extend_schema_view(post=extend_schema(
+    request=s.ReleaseInputSerializer, responses=NODE_RESULTS, parameters=[IDEMPOTENCY],
+    operation_id="node_maintenance_leave", tags=["operations"],
+    description="Leave maintenance: back to active (drained into maintenance) or to standby (otherwise)."))
+class NodeMaintenanceLeaveView(NodeActionView):
+    input_serializer = s.ReleaseInputSerializer
+
+    def act(self, node: Node, data: dict[str, Any], actor: Any) -> lifecycle.Result:
+        return lifecycle.node_maintenance_leave(node=node, owner=data["owner"], reason=data["reason"], actor=actor,
+                                                override=data["override"])
+
+
+@extend_schema_view(post=extend_schema(
+    request=s.QuarantineInputSerializer, responses={200: s.ModuleActionResultSerializer, 409: s.ConflictSerializer},
+    parameters=[IDEMPOTENCY], operation_id="module_quarantine", tags=["operations"],
+    description="Quarantine one module: no new work on it while its node serves on its others. 409 when another "
+                "owner holds it or the tier would fall below the modules its traffic needs."))
+class ModuleQuarantineView(ModuleActionView):
+    input_serializer = s.QuarantineInputSerializer
+
+    def act(self, module: Module, data: dict[str, Any], actor: Any) -> lifecycle.Result:
+        return lifecycle.module_quarantine(module=module, owner=data["owner"], reason=data["reason"], actor=actor,
+                                           override=data["override"])
+
+
+@extend_schema_view(post=extend_schema(
+    request=s.ReleaseInputSerializer, responses={200: s.ModuleActionResultSerializer, 409: s.ConflictSerializer},
+    parameters=[IDEMPOTENCY], operation_id="module_release", tags=["operations"],
+    description="Release a quarantined module (its owner, or an operator override with a reason)."))
+class ModuleReleaseView(ModuleActionView):
+    input_serializer = s.ReleaseInputSerializer
+
+    def act(self, module: Module, data: dict[str, Any], actor: Any) -> lifecycle.Result:
+        return lifecycle.module_release(module=module, owner=data["owner"], reason=data["reason"], actor=actor,
+                                        override=data["override"])
 
 
 class TierScaleView(APIView):
     permission_classes = [ViewerReadOperatorWrite]
 
     @extend_schema(request=s.ScaleInputSerializer, responses={200: s.ScaleResultSerializer,
-                                                              202: s.ScaleResultSerializer},
+                                                              202: s.ScaleResultSerializer,
+                                                              409: s.ConflictSerializer},
                    parameters=[IDEMPOTENCY], operation_id="tier_scale", tags=["operations"],
                    description="Set the tier's desired active node count. Scale-up activates healthy standby nodes "
                                "on the pinned versions, spread over racks within their power budgets; scale-down "
@@ -173,8 +208,9 @@ class TierScaleView(APIView):
             ser = s.ScaleInputSerializer(data=request.data)
             ser.is_valid(raise_exception=True)
             d = ser.validated_data
-            result = services.tier_scale(tier=tier, desired=d["desired"], actor=request.user, reason=d["reason"],
-                                         supersede=d["supersede"], drain_deadline_s=d["drain_deadline_s"])
+            result = scaling.tier_scale(tier=tier, desired=d["desired"], actor=request.user, reason=d["reason"],
+                                        supersede=d["supersede"], drain_deadline_s=d["drain_deadline_s"],
+                                        override=d["override"])
             sr = selectors.scale_request_list().get(pk=result.obj.pk)
             return Response({"changed": result.changed, "scale_request": s.ScaleRequestSerializer(sr).data},
                             status=status.HTTP_202_ACCEPTED if result.changed else status.HTTP_200_OK)
@@ -234,7 +270,7 @@ class AutoscalerPolicyViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, 
     def perform_create(self, serializer: Any) -> None:
         data = dict(serializer.validated_data)
         reason = data.pop("reason", "")
-        serializer.instance = services.policy_save(policy=AutoscalerPolicy(**data), actor=self.request.user,
+        serializer.instance = scaling.policy_save(policy=AutoscalerPolicy(**data), actor=self.request.user,
                                                    created=True, reason=reason)
 
     def perform_update(self, serializer: Any) -> None:
@@ -244,8 +280,27 @@ class AutoscalerPolicyViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, 
         reason = data.pop("reason", "")
         for key, value in data.items():
             setattr(policy, key, value)
-        serializer.instance = services.policy_save(policy=policy, actor=self.request.user, before=before,
+        serializer.instance = scaling.policy_save(policy=policy, actor=self.request.user, before=before,
                                                    reason=reason)
 
     def perform_destroy(self, instance: AutoscalerPolicy) -> None:
-        services.policy_delete(policy=instance, actor=self.request.user)
+        scaling.policy_delete(policy=instance, actor=self.request.user)
+
+
+@extend_schema_view(post=extend_schema(
+    request=s.GrayInputSerializer, responses={200: s.GrayResultSerializer, 409: s.ConflictSerializer},
+    operation_id="node_gray_pool", tags=["operations"],
+    description="Admins put a standby or maintenance node in the gray pool (it validates version combinations and "
+                "never serves, never a scale-up candidate) or take it out."))
+class NodeGrayView(APIView):
+    permission_classes = [AdminOnly]
+
+    def post(self, request: Request, pk: int) -> Response:
+        node = get_object_or_404(Node, pk=pk)
+        ser = s.GrayInputSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        result = lifecycle.node_gray_set(node=node, gray=ser.validated_data["gray"],
+                                         reason=ser.validated_data["reason"], actor=request.user)
+        node.refresh_from_db(fields=["state", "gray"])
+        return Response({"changed": result.changed, "node": {"id": node.pk, "hostname": node.hostname,
+                                                             "state": node.state, "gray": node.gray}})

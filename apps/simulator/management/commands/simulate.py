@@ -11,11 +11,22 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.core.management.base import BaseCommand, CommandError
+from django.db import close_old_connections
 
 from apps.simulator import selectors
 from apps.simulator.engine import Config, Engine
 from apps.simulator.runner import FleetSimulator, Tokens
 from controlplane.engines import VAR_DIR
+
+
+def _world() -> Any:
+    """The fleet as the database has it, for one tick. Around it the connection goes back to
+    the pool, or is dropped if it broke (a database restart), so the next tick reconnects."""
+    close_old_connections()
+    try:
+        return selectors.world()
+    finally:
+        close_old_connections()
 
 
 class Command(BaseCommand):
@@ -47,7 +58,7 @@ class Command(BaseCommand):
         engine = Engine(seed=opts["seed"], config=Config(speed=opts["speed"], peak_rps=opts["peak_rps"],
                                                           start_hour=opts["start_hour"]))
         sim = FleetSimulator(api=opts["api"], tokens=lambda: Tokens.load(path), engine=engine,
-                             load_world=sync_to_async(selectors.world), interval=opts["interval"],
+                             load_world=sync_to_async(_world), interval=opts["interval"],
                              command_interval=opts["command_interval"])
 
         async def main() -> None:

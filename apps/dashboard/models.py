@@ -1,2 +1,0 @@
-"""The dashboard stores nothing: it reads telemetry and inventory (selectors.py)
-and pushes what changed (broadcaster.py, events.py)."""
