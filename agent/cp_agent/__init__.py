@@ -1,7 +1,8 @@
 """cp-agent: the node agent of the AI-module array control plane.
 
 Standalone: it imports no Django and nothing from the control plane, only
-httpx and psutil (plus numpy/onnx/onnxruntime for the reference backend).
+httpx, psutil and prometheus_client (plus numpy/onnx/onnxruntime for the
+reference backend). It speaks the wire contract of docs/agent-protocol.md.
 """
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"

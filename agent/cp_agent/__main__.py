@@ -15,10 +15,53 @@ from pathlib import Path
 from agent.cp_agent import __version__
 from agent.cp_agent.backends import make_backend
 from agent.cp_agent.client import ApiClient
-from agent.cp_agent.runner import Agent
+from agent.cp_agent.commands import CommandRegistry
+from agent.cp_agent.hooks import ACTIONS, DEFAULT_TIMEOUT_S, Hook, register_actions
+from agent.cp_agent.inflight import SPEC_HELP, make_in_flight
+from agent.cp_agent.latency import LatencyLog
+from agent.cp_agent.runner import MAX_SAMPLES_PER_BATCH, Agent
 from agent.cp_agent.spool import Spool
+from agent.cp_agent.vectors import VectorRunner
 
 log = logging.getLogger("cp_agent")
+
+
+def _option(kind: str) -> str:
+    return kind.replace("_", "-")
+
+
+def _env(kind: str) -> str:
+    return f"CP_ON_{kind.upper()}"
+
+
+def _pairs(values: list[str], what: str, p: argparse.ArgumentParser) -> dict[str, str]:
+    out = {}
+    for value in values:
+        key, sep, rest = value.partition("=")
+        if not sep or not key or not rest:
+            p.error(f"{what}: expected KEY=VALUE, got {value!r}")
+        out[key] = rest
+    return out
+
+
+def _timeouts(values: list[str], p: argparse.ArgumentParser) -> tuple[float, dict[str, float]]:
+    """``--hook-timeout 300`` (every hook) and ``--hook-timeout drain=900`` (one kind)."""
+    default, per_kind = DEFAULT_TIMEOUT_S, {}
+    for value in values:
+        kind, sep, seconds = value.rpartition("=")
+        try:
+            t = float(seconds)
+        except ValueError:
+            t = -1.0
+        if t <= 0:
+            p.error(f"--hook-timeout: {value!r}: seconds must be a number above 0")
+        if not sep:
+            default = t
+        elif kind not in ACTIONS:
+            p.error(f"--hook-timeout: {kind!r} is not an action ({', '.join(ACTIONS)})")
+        else:
+            per_kind[kind] = t
+    return default, per_kind
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="cp-agent", description="Node agent of the AI-module array control plane.")
@@ -33,11 +76,40 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="spool directory for unsent batches (default ~/.cache/cp-agent/<node>)")
     p.add_argument("--buffer-max", type=int, default=int(os.environ.get("CP_BUFFER_MAX", "17280")),
                    help="most batches kept while the API is unreachable; the oldest are dropped "
-                        "(default 17280 = 24 h at 5 s)")
-    p.add_argument("--backend", choices=["reference", "simulated", "none"],
-                   default=os.environ.get("CP_BACKEND", "reference"), help="where module metrics come from")
+                        "(default 17280 = 24 h at the default 5 s send interval)")
+    p.add_argument("--send-interval", type=float, default=float(os.environ.get("CP_SEND_INTERVAL", "5")),
+                   help="seconds between batches sent to the API; a batch holds the samples taken since, at most "
+                        f"{MAX_SAMPLES_PER_BATCH} (default 5)")
+    p.add_argument("--in-flight-from", default=os.environ.get("CP_IN_FLIGHT_FROM", ""),
+                   help=f"where requests in flight come from (required; env CP_IN_FLIGHT_FROM): {SPEC_HELP}. "
+                        "With none, or while a read fails, in_flight is reported as null (unknown) and a drain "
+                        "waits for its deadline")
+    p.add_argument("--latency-log", default=os.environ.get("CP_LATENCY_LOG", ""), metavar="PATH",
+                   help="a file the serving process appends '<stage> <ms>' lines to, one per request stage; each "
+                        "sample sends the latencies added since as log-bucket histograms (wire contract 3; "
+                        "env CP_LATENCY_LOG). Without it no latencies are sent and the agent speaks contract 2")
+    p.add_argument("--backend", default=os.environ.get("CP_BACKEND", "reference"),
+                   help="where module metrics come from: reference, simulated, none or exporter:URL (env CP_BACKEND)")
+    p.add_argument("--mapping", default=os.environ.get("CP_MAPPING", ""),
+                   help="exporter backend: the mapping of its series to module fields, a TOML file or a shipped "
+                        "name (dcgm-exporter) (env CP_MAPPING)")
+    p.add_argument("--module-alias", action="append", default=[], metavar="VALUE=SERIAL",
+                   help="exporter backend: report the module whose label value is VALUE as SERIAL (repeatable)")
     p.add_argument("--module", action="append", default=[], dest="modules",
-                   help="module serial (repeatable); the reference backend uses the first one")
+                   help="module serial (repeatable); the reference backend uses the first one, the exporter backend "
+                        "reports only these (default: the node's modules per the API)")
+    hooks = p.add_argument_group("action hooks", "a command run through /bin/sh when the control plane sends the "
+                                 "action, with CP_NODE, CP_COMMAND_ID, CP_COMMAND_KIND, CP_ARGS (JSON) and "
+                                 "CP_ARG_<NAME> in its environment; exit 0 = succeeded. Without one the action is "
+                                 "acknowledged succeeded with hook null (install-versions: failed)")
+    for kind, what in ACTIONS.items():
+        hooks.add_argument(f"--on-{_option(kind)}", dest=f"on_{kind}", default=os.environ.get(_env(kind), ""),
+                           metavar="CMD", help=f"{what} (env {_env(kind)})")
+    hooks.add_argument("--hook-timeout", action="append", default=[], metavar="[KIND=]SECONDS",
+                       help=f"kill a hook running longer (default {DEFAULT_TIMEOUT_S:g} s); KIND=SECONDS for one "
+                            "action (repeatable)")
+    hooks.add_argument("--progress-after", type=float, default=5.0,
+                       help="acknowledge a command still running after this many seconds as in_progress (default 5)")
     p.add_argument("--reference-rate", type=float, default=50.0,
                    help="reference backend: INT8 inferences per second to run (default 50)")
     p.add_argument("--command-wait", type=float, default=20.0, help="long-poll seconds for commands (0-25)")
@@ -50,7 +122,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if not args.api or not args.token:
         p.error("--api and --token (or CP_API_URL and CP_AGENT_TOKEN) are required")
+    if not args.in_flight_from:
+        p.error(f"--in-flight-from is required: {SPEC_HELP} (say none explicitly when the node has no serving "
+                "process to ask; in_flight is then reported as unknown)")
+    if args.interval <= 0 or args.send_interval <= 0:
+        p.error("--interval and --send-interval must be above 0")
+    try:
+        args.in_flight = make_in_flight(args.in_flight_from, timeout=min(2.0, args.interval))
+    except ValueError as exc:
+        p.error(f"--in-flight-from {exc}")
+    args.aliases = _pairs(args.module_alias, "--module-alias", p)
+    default, per_kind = _timeouts(args.hook_timeout, p)
+    args.hooks = {kind: Hook(kind, getattr(args, f"on_{kind}"), per_kind.get(kind, default))
+                  for kind in ACTIONS if getattr(args, f"on_{kind}")}
     return args
+
+
+# Backends that execute regression test vectors (on ONNX Runtime, on the CPU).
+RUNS_VECTORS = frozenset({"reference", "simulated"})
 
 
 def _known_modules(client: ApiClient) -> list[str]:
@@ -72,16 +161,35 @@ def main(argv: list[str] | None = None) -> int:
     client = ApiClient(args.api, args.token)
     if not args.modules and args.backend != "none":
         args.modules = _known_modules(client)
+    try:
+        backend = make_backend(args.backend, node=args.node, serials=args.modules,
+                               reference_rate=args.reference_rate, mapping=args.mapping, aliases=args.aliases)
+    except ValueError as exc:
+        log.error("%s", exc)
+        client.close()
+        return 2
+    commands = CommandRegistry()
+    register_actions(commands, args.hooks, node=args.node,
+                     record_versions=getattr(backend, "record_versions", None))
+    if backend.name in RUNS_VECTORS:
+        runner = VectorRunner(client.fetch_vector)
+        commands.register("run_vectors", runner.run, progress_info={"runtime": "onnxruntime CPU"})
+    for kind, hook in sorted(args.hooks.items()):
+        log.info("hook for %s: %r (timeout %g s)", kind, hook.command, hook.timeout_s)
     agent = Agent(
         client=client,
         node=args.node,
         spool=Spool(buffer_dir, max_batches=args.buffer_max, prefix=args.node),
-        backend=make_backend(args.backend, node=args.node, serials=args.modules,
-                             reference_rate=args.reference_rate),
+        backend=backend,
+        in_flight=args.in_flight,
+        latency=LatencyLog(args.latency_log) if args.latency_log else None,
         interval=args.interval,
+        send_interval=args.send_interval,
         backoff_cap=args.backoff_cap,
         command_wait=max(0.0, min(25.0, args.command_wait)),
+        commands=commands,
         poll_commands=not args.no_commands,
+        progress_after=max(0.5, args.progress_after),
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -13,6 +13,11 @@ runs test vectors through the module's runtime.
 - ``simulated``: modules with plausible synthetic metrics (random walk), for
   trying the agent without hardware.  The fleet simulator has its own richer
   model (apps/simulator/engine.py).
+- ``exporter:URL``: a real node's modules, read from a Prometheus exporter it
+  already runs (dcgm-exporter, an NPU vendor's) through a mapping file
+  (``cp_agent/exporter.py``).
+
+Module fields a backend cannot read are ``None`` (sent as null: missing, not zero).
 """
 
 from __future__ import annotations
@@ -118,6 +123,7 @@ class ReferenceBackend:
         self.tdp_w = tdp_w
         self.link_width = link_width
         self.errors = 0
+        self.versions: dict[str, Any] = {}
         self.inferences = 0
         self._session = _session(build_qlinear_matmul())
         self._input = np.random.default_rng(1).integers(0, 255, size=(16, 64), dtype=np.uint8)
@@ -184,6 +190,10 @@ class ReferenceBackend:
     def run_vector(self, model: bytes, inputs: dict[str, Any]) -> list[Any]:
         return list(_session(model).run(None, inputs))
 
+    def record_versions(self, versions: dict[str, Any]) -> None:
+        """A stand-in has nothing to install: it remembers what it was told to run."""
+        self.versions = dict(versions)
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
@@ -196,6 +206,7 @@ class SimulatedBackend:
 
     def __init__(self, *, serials: list[str], seed: int | None = None, tdp_w: float = 10.0) -> None:
         self._rng = random.Random(seed)
+        self.versions: dict[str, Any] = {}
         self._serials = list(serials)
         self._util = {s: self._rng.uniform(0.2, 0.6) for s in self._serials}
         self.tdp_w = tdp_w
@@ -220,16 +231,32 @@ class SimulatedBackend:
     def run_vector(self, model: bytes, inputs: dict[str, Any]) -> list[Any]:
         return list(_session(model).run(None, inputs))
 
+    def record_versions(self, versions: dict[str, Any]) -> None:
+        """A stand-in has nothing to install: it remembers what it was told to run."""
+        self.versions = dict(versions)
+
     def close(self) -> None:
         pass
 
 
 def make_backend(kind: str, *, node: str, serials: list[str], seed: int | None = None,
-                 reference_rate: float = 50.0) -> ModuleBackend:
+                 reference_rate: float = 50.0, mapping: str = "", aliases: dict[str, str] | None = None
+                 ) -> ModuleBackend:
+    """``none``, ``reference``, ``simulated`` or ``exporter:URL`` (with ``mapping``). Raises ValueError."""
     if kind == "none":
         return NoModules()
     if kind == "reference":
         return ReferenceBackend(serial=serials[0] if serials else f"{node}-cpu0", rate=reference_rate)
     if kind == "simulated":
         return SimulatedBackend(serials=serials or [f"{node}-m0"], seed=seed)
-    raise ValueError(f"unknown backend {kind!r}: use none, reference or simulated")
+    if kind.startswith("exporter:"):
+        from agent.cp_agent.exporter import ExporterBackend, load_mapping
+
+        url = kind.removeprefix("exporter:")
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"backend {kind!r}: expected exporter:http://HOST:PORT/metrics")
+        if not mapping:
+            raise ValueError("the exporter backend needs --mapping (a file, or a shipped name: dcgm-exporter)")
+        return ExporterBackend(url=url, mapping=load_mapping(mapping), aliases=dict(aliases or {}),
+                               known_serials=list(serials))
+    raise ValueError(f"unknown backend {kind!r}: use none, reference, simulated or exporter:URL")

@@ -6,6 +6,13 @@ assigned when the batch is created and stored with it: a resend after an
 outage, or after the agent restarts, reuses it, and the API drops what it has
 already stored.  Over the bound the oldest batches are dropped, logged and
 counted.
+
+Samples are batched: ``add_sample`` appends to the newest, *open* batch
+(rewritten atomically with each sample, so a sample is on disk before the
+sampler goes on) until it holds ``per_batch`` samples, then seals it.  Only
+sealed batches are sent, so a batch id always stands for the same samples, on
+every resend.  ``seal_open`` seals the open batch early (a stalled sampler,
+shutdown); an open batch found at start-up is sealed as it is.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import os
 import re
 import secrets
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +58,9 @@ class Spool:
         seqs = self._seqs()
         self._queue: deque[int] = deque(seqs)  # the directory listing, kept in memory
         self._next = max(seqs[-1] + 1 if seqs else 1, self._load_counter())
+        self._open: Batch | None = None  # the batch samples are being added to (not sent yet)
+        self._open_since = 0.0
+        self._seal_leftover()
 
     # -- identity -----------------------------------------------------------------------------
     def _load_instance(self) -> str:
@@ -92,26 +103,77 @@ class Spool:
         return self.dir / f"{seq:012d}.json"
 
     def append(self, payload: dict[str, Any]) -> Batch:
-        """Store a new batch (its batch id assigned now) and return it."""
+        """Store a new, sealed batch (its batch id assigned now) and return it."""
         with self._lock:
-            seq = self._next
-            self._next += 1
-            batch_id = f"{self._prefix}.{self._instance}.{seq}"
-            body = {**payload, "batch_id": batch_id}
-            self._write_atomic(self._path(seq), json.dumps({"seq": seq, "batch_id": batch_id, "payload": body}))
-            self._write_atomic(self.dir / "next-seq", str(self._next))
-            self._queue.append(seq)
-            while len(self._queue) > self.max_batches:
-                old = self._queue.popleft()
-                lost = self._read(old)
-                self._path(old).unlink(missing_ok=True)
-                self.dropped_batches += 1
-                n = lost.sample_count if lost else 0
-                self.dropped_samples += n
-                log.warning("spool full (%d batches): dropped the oldest batch %s with %d sample(s); "
-                            "%d batch(es) dropped so far", self.max_batches,
-                            lost.batch_id if lost else old, n, self.dropped_batches)
-            return Batch(seq, batch_id, body)
+            return self._new(payload, sealed=True)
+
+    def add_sample(self, key: str, sample: dict[str, Any], *, per_batch: int,
+                   header: dict[str, Any] | None = None) -> Batch | None:
+        """Add ``sample`` to the open batch's ``key`` list (a new batch with ``header`` if none is open);
+        returns the batch when this sample sealed it, else None."""
+        with self._lock:
+            batch = self._open
+            if batch is None:
+                batch = self._new({**(header or {}), key: [sample]}, sealed=False)
+                self._open_since = time.monotonic()
+            else:
+                payload = {**batch.payload, key: [*batch.payload.get(key, []), sample]}
+                batch = Batch(batch.seq, batch.batch_id, payload)
+                self._write(batch, sealed=False)
+            self._open = batch
+            if batch.sample_count >= per_batch:
+                return self._seal()
+            return None
+
+    def seal_open(self, *, older_than: float = 0.0) -> Batch | None:
+        """Seal the open batch if it has been open at least ``older_than`` seconds; returns it."""
+        with self._lock:
+            if self._open is None or time.monotonic() - self._open_since < older_than:
+                return None
+            return self._seal()
+
+    def _seal(self) -> Batch | None:
+        batch, self._open = self._open, None
+        if batch is None or batch.seq not in self._queue:  # dropped over the bound meanwhile
+            return None
+        self._write(batch, sealed=True)
+        return batch
+
+    def _seal_leftover(self) -> None:
+        """An open batch left by an earlier run is sealed as it is: its samples go out under its id."""
+        for seq in list(self._queue):
+            try:
+                data = json.loads(self._path(seq).read_text())
+            except (OSError, ValueError):
+                continue
+            if data.get("open"):
+                data["open"] = False
+                self._write_atomic(self._path(seq), json.dumps(data))
+
+    def _write(self, batch: Batch, *, sealed: bool) -> None:
+        self._write_atomic(self._path(batch.seq), json.dumps(
+            {"seq": batch.seq, "batch_id": batch.batch_id, "payload": batch.payload, "open": not sealed}))
+
+    def _new(self, payload: dict[str, Any], *, sealed: bool) -> Batch:
+        seq = self._next
+        self._next += 1
+        batch_id = f"{self._prefix}.{self._instance}.{seq}"
+        body = {**payload, "batch_id": batch_id}
+        batch = Batch(seq, batch_id, body)
+        self._write(batch, sealed=sealed)
+        self._write_atomic(self.dir / "next-seq", str(self._next))
+        self._queue.append(seq)
+        while len(self._queue) > self.max_batches:
+            old = self._queue.popleft()
+            lost = self._read(old)
+            self._path(old).unlink(missing_ok=True)
+            self.dropped_batches += 1
+            n = lost.sample_count if lost else 0
+            self.dropped_samples += n
+            log.warning("spool full (%d batches): dropped the oldest batch %s with %d sample(s); "
+                        "%d batch(es) dropped so far", self.max_batches,
+                        lost.batch_id if lost else old, n, self.dropped_batches)
+        return batch
 
     def _read(self, seq: int) -> Batch | None:
         try:
@@ -123,10 +185,12 @@ class Spool:
             return None
 
     def peek(self, limit: int = 1) -> list[Batch]:
-        """The oldest ``limit`` batches, oldest first."""
+        """The oldest ``limit`` sealed batches, oldest first."""
         with self._lock:
             out = []
             for seq in list(self._queue):
+                if self._open is not None and seq == self._open.seq:
+                    continue
                 batch = self._read(seq)
                 if batch is None:
                     self._queue.remove(seq)
@@ -149,4 +213,7 @@ class Spool:
             return len(self._queue)
 
     def pending_samples(self) -> int:
-        return sum(b.sample_count for b in self.peek(limit=self.max_batches))
+        """Samples not yet sent: the sealed batches' and the open one's."""
+        sealed = sum(b.sample_count for b in self.peek(limit=self.max_batches))
+        with self._lock:
+            return sealed + (self._open.sample_count if self._open else 0)

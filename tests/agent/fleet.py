@@ -8,6 +8,7 @@ from apps.audit.choices import Source
 from apps.inventory import services
 from apps.inventory.choices import FormFactor, NodeState, TierKind
 from apps.inventory.models import Module, ModuleType, Node, Rack, Tier
+from apps.operations import lifecycle
 
 
 def tiers() -> dict[str, Tier]:
@@ -22,9 +23,12 @@ def make_node(hostname: str, *, tier: str = TierKind.HYBRID_INFERENCE, modules: 
     t = tiers()
     rack_obj, _ = Rack.objects.get_or_create(name=rack)
     node = services.inventory_create(
-        instance=Node(hostname=hostname, rack=rack_obj, slot=slot, tier=t[tier], state=state,
+        instance=Node(hostname=hostname, rack=rack_obj, slot=slot, tier=t[tier], state=NodeState.STANDBY,
                       cpu_cores=16, cpu_clock_ghz=Decimal("3.20")),
         actor="test", source=Source.SYSTEM)
+    if state == NodeState.ACTIVE:  # put to work the way any node is: through the lifecycle
+        lifecycle.node_activate(node=node.pk, actor="test", reason="test fleet", related=None)
+        node.refresh_from_db()
     mtype, _ = ModuleType.objects.get_or_create(vendor="Axon", model="AX-40", defaults={
         "form_factor": FormFactor.M2, "int8_tops": Decimal("40"), "power_w": 10, "pcie_lanes": 4})
     for i in range(modules):

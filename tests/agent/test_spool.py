@@ -46,3 +46,52 @@ def test_it_backs_off_with_full_jitter_up_to_the_cap() -> None:
     assert len({round(d, 6) for d in delays}) > 150  # jittered, not a fixed ladder
     backoff.reset()
     assert backoff.ceiling() == 1.0
+
+
+def _node(i: int) -> dict[str, object]:
+    return {"time": f"2026-11-29T22:00:{i:02d}Z", "node": "n-1", "cpu_util": 0.1}
+
+
+def test_it_batches_samples_and_sends_only_sealed_batches(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, prefix="n-1")
+    sealed = [spool.add_sample("node_samples", _node(i), per_batch=3, header={"contract": 2}) for i in range(7)]
+    assert [b is not None for b in sealed] == [False, False, True, False, False, True, False]
+    batches = spool.peek(10)
+    assert [b.sample_count for b in batches] == [3, 3]  # the seventh sample waits in the open batch
+    assert all(b.payload["contract"] == 2 and b.payload["batch_id"] == b.batch_id for b in batches)
+    assert [s["time"] for s in batches[1].payload["node_samples"]] == [_node(i)["time"] for i in (3, 4, 5)]
+    assert len(spool) == 3 and spool.pending_samples() == 7
+    assert spool.seal_open(older_than=3600) is None  # not open that long
+    last = spool.seal_open()
+    assert last is not None and last.sample_count == 1
+    assert [b.batch_id for b in spool.peek(10)] == [*(b.batch_id for b in batches), last.batch_id]
+
+
+def test_it_seals_an_open_batch_left_by_a_crash_with_its_id(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, prefix="n-1")
+    spool.add_sample("node_samples", _node(0), per_batch=5)
+    spool.add_sample("node_samples", _node(1), per_batch=5)
+    assert spool.peek(10) == []
+    reopened = Spool(tmp_path, prefix="n-1")  # the agent died with a batch open
+    (left,) = reopened.peek(10)
+    assert left.sample_count == 2
+    fresh = reopened.add_sample("node_samples", _node(2), per_batch=1)
+    assert fresh is not None and fresh.batch_id != left.batch_id and fresh.sample_count == 1
+
+
+def test_it_puts_one_send_interval_of_samples_in_a_batch_at_most_100(tmp_path: Path) -> None:
+    from agent.cp_agent.backends import NoModules
+    from agent.cp_agent.client import ApiClient
+    from agent.cp_agent.inflight import NoInFlight
+    from agent.cp_agent.runner import MAX_SAMPLES_PER_BATCH, Agent
+
+    def per_batch(interval: float, send_interval: float) -> int:
+        agent = Agent(client=ApiClient("http://127.0.0.1:9", "k"), node="n-1", spool=Spool(tmp_path / "s"),
+                      backend=NoModules(), in_flight=NoInFlight(), interval=interval, send_interval=send_interval)
+        agent.client.close()
+        return agent.samples_per_batch
+
+    assert MAX_SAMPLES_PER_BATCH == 100
+    assert per_batch(1, 5) == 5 and per_batch(5, 5) == 1 and per_batch(0.5, 1) == 2
+    assert per_batch(10, 5) == 1  # sending more often than sampling: every sample goes out at once
+    assert per_batch(0.1, 60) == 100
