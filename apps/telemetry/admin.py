@@ -1,3 +1,4 @@
+import datetime as dt
 from typing import Any
 
 from django.contrib import admin, messages
@@ -5,30 +6,25 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from apps.audit.choices import Source
+from apps.common.admin import ReadOnlyAdmin
+from apps.common.errors import Conflict
 from apps.telemetry import models, services
 
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Telemetry rows are written by ingest and the rollup task only."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+ROTATION_OVERLAP_S = 3600
+ROTATION_OVERLAP = dt.timedelta(seconds=ROTATION_OVERLAP_S)
 
 
 @admin.register(models.AgentToken)
 class AgentTokenAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "kind", "node", "key_prefix", "created_at", "last_used_at", "revoked_at"]
-    list_filter = ["kind", "revoked_at"]
+    list_display = ["__str__", "kind", "node", "key_prefix", "created_at", "last_used_at", "revoked_at",
+                    "expires_at"]
+    list_filter = ["kind", "revoked_at", "expires_at"]
     search_fields = ["node__hostname", "key_prefix", "note"]
-    fields = ["kind", "node", "note", "key_prefix", "created_at", "created_by", "last_used_at", "revoked_at"]
-    readonly_fields = ["key_prefix", "created_at", "created_by", "last_used_at", "revoked_at"]
-    actions = ["revoke"]
+    fields = ["kind", "node", "note", "key_prefix", "created_at", "created_by", "last_used_at", "revoked_at",
+              "expires_at", "rotated_to"]
+    readonly_fields = ["key_prefix", "created_at", "created_by", "last_used_at", "revoked_at", "expires_at",
+                       "rotated_to"]
+    actions = ["revoke", "rotate"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return [*self.readonly_fields, "kind", "node"] if obj else self.readonly_fields
@@ -45,6 +41,19 @@ class AgentTokenAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    @admin.action(description="Rotate the selected keys (the old ones keep working for 1 hour)")
+    def rotate(self, request: HttpRequest, queryset: QuerySet[models.AgentToken]) -> None:
+        for token in queryset:
+            try:
+                new, key = services.agent_token_rotate(token=token, overlap_s=ROTATION_OVERLAP_S, actor=request.user,
+                                                       source=Source.ADMIN)
+            except Conflict as exc:
+                messages.error(request, str(exc.detail))
+                continue
+            until = new.created_at + ROTATION_OVERLAP
+            messages.warning(request, f"{token} is replaced by {new}, whose key is shown only now: {key} "
+                                      f"(the old key works until {until:%Y-%m-%d %H:%M} UTC)")
+
     @admin.action(description="Revoke the selected keys")
     def revoke(self, request: HttpRequest, queryset: QuerySet[models.AgentToken]) -> None:
         for token in queryset:
@@ -53,36 +62,30 @@ class AgentTokenAdmin(admin.ModelAdmin):
 
 @admin.register(models.IngestBatch)
 class IngestBatchAdmin(ReadOnlyAdmin):
-    list_display = ["batch_id", "scope", "received_at", "node_samples", "module_samples", "tier_samples",
-                    "stage_samples", "min_time", "max_time"]
+    list_display = ["batch_id", "scope", "received_at", "stored_at", "node_samples", "module_samples",
+                    "tier_samples", "stage_samples", "min_time", "max_time"]
+    exclude = ["payload"]
     search_fields = ["batch_id", "scope"]
     date_hierarchy = "received_at"
 
 
-@admin.register(models.NodeSample)
-class NodeSampleAdmin(ReadOnlyAdmin):
-    list_display = ["time", "node_id", "cpu_util", "mem_util", "load1", "in_flight", "threads"]
-    show_full_result_count = False
+@admin.register(models.RollupDue)
+class RollupDueAdmin(ReadOnlyAdmin):
+    """Minutes waiting for the next rollup run: a long list means rollups fall behind."""
+
+    list_display = ["kind", "minute", "version"]
+    list_filter = ["kind"]
 
 
-@admin.register(models.ModuleSample)
-class ModuleSampleAdmin(ReadOnlyAdmin):
-    list_display = ["time", "module_id", "node_id", "util", "temp_c", "power_w", "link_width",
-                    "link_width_expected", "ecc_corrected", "ecc_uncorrected", "errors"]
-    show_full_result_count = False
+@admin.register(models.WindowSummary)
+class WindowSummaryAdmin(ReadOnlyAdmin):
+    """The snapshot's default-window figures as of the last rollup run: an old one means rollups stopped."""
+
+    list_display = ["minutes", "since", "computed_at"]
 
 
-@admin.register(models.TierSample)
-class TierSampleAdmin(ReadOnlyAdmin):
-    list_display = ["time", "tier_id", "queue_depth", "arrivals", "completions", "window_s"]
-    show_full_result_count = False
-
-
-@admin.register(models.StageSample)
-class StageSampleAdmin(ReadOnlyAdmin):
-    list_display = ["time", "tier_id", "stage", "count", "p50_ms", "p95_ms", "p99_ms", "max_ms"]
-    list_filter = ["stage"]
-    show_full_result_count = False
+# The raw sample tables (partitioned, composite primary key) are not in the admin:
+# the admin cannot show such models, and rollups are what operators read.
 
 
 @admin.register(models.NodeStatus)
@@ -122,9 +125,44 @@ class TierRollupAdmin(ReadOnlyAdmin):
     show_full_result_count = False
 
 
+@admin.register(models.EndpointRollup)
+class EndpointRollupAdmin(ReadOnlyAdmin):
+    """The gateway's figures per external endpoint and minute (merged as batches are stored)."""
+
+    list_display = ["minute", "endpoint_id", "samples", "requests", "errors", "tokens", "p95_ms", "window_s"]
+    show_full_result_count = False
+
+
 @admin.register(models.StageRollup)
 class StageRollupAdmin(ReadOnlyAdmin):
     list_display = ["minute", "tier_id", "stage", "count", "p50_ms", "p95_ms", "p99_ms", "max_ms"]
+    list_filter = ["stage"]
+    show_full_result_count = False
+
+
+@admin.register(models.StageNodeRollup)
+class StageNodeRollupAdmin(ReadOnlyAdmin):
+    """The gateway's per-node breakdown of a stage per minute (what a rollout's cohort gate compares)."""
+
+    list_display = ["minute", "node_id", "tier_id", "stage", "count", "errors", "p95_ms"]
+    list_filter = ["stage"]
+    show_full_result_count = False
+
+
+@admin.register(models.NodeLatencyRollup)
+class NodeLatencyRollupAdmin(ReadOnlyAdmin):
+    """A node's merged latency histogram per minute and stage (percentiles: /api/v1/fleet/latency/)."""
+
+    list_display = ["minute", "node_id", "tier_id", "stage", "count"]
+    list_filter = ["stage"]
+    show_full_result_count = False
+
+
+@admin.register(models.TierLatencyRollup)
+class TierLatencyRollupAdmin(ReadOnlyAdmin):
+    """A tier's merged latency histogram per minute and stage."""
+
+    list_display = ["minute", "tier_id", "stage", "count"]
     list_filter = ["stage"]
     show_full_result_count = False
 

@@ -6,7 +6,6 @@ AgentToken. Keys are random (256 bits), so a SHA-256 lookup is enough.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
@@ -16,15 +15,22 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.request import Request
 
+from apps.telemetry.identity import TOUCH_EVERY_S as _TOUCH_EVERY_S
+from apps.telemetry.identity import hash_key
 from apps.telemetry.models import AgentToken
 
 KEYWORD = "Agent"
-# last_used_at is written at most this often per token (seconds).
-_TOUCH_EVERY_S = 60
 
 
-def hash_key(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
+def agent_key(request: Any) -> str:
+    """The key of an ``Authorization: Agent <key>`` header ('' if none)."""
+    auth = get_authorization_header(request).split()
+    if len(auth) != 2 or auth[0].lower() != KEYWORD.lower().encode():
+        return ""
+    try:
+        return str(auth[1].decode())
+    except UnicodeError:
+        return ""
 
 
 class AgentTokenAuthentication(BaseAuthentication):
@@ -43,9 +49,11 @@ class AgentTokenAuthentication(BaseAuthentication):
             .filter(key_hash=hash_key(key), revoked_at__isnull=True)
             .first()
         )
+        now = timezone.now()
+        if token is not None and token.expires_at is not None and token.expires_at <= now:
+            raise exceptions.AuthenticationFailed("expired agent key: it was rotated; use its replacement")
         if token is None:
             raise exceptions.AuthenticationFailed("unknown or revoked agent key")
-        now = timezone.now()
         if token.last_used_at is None or (now - token.last_used_at).total_seconds() > _TOUCH_EVERY_S:
             AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
             token.last_used_at = now

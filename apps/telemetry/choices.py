@@ -22,6 +22,7 @@ class Stage(models.TextChoices):
 class CommandState(models.TextChoices):
     PENDING = "pending", "Pending"
     DELIVERED = "delivered", "Delivered"
+    IN_PROGRESS = "in_progress", "In progress on the agent"
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
     UNKNOWN = "unknown", "Unknown to the agent"
@@ -29,13 +30,15 @@ class CommandState(models.TextChoices):
 
 
 # States an agent may report in an ack, and the states that are final.
-ACK_STATES = (CommandState.SUCCEEDED, CommandState.FAILED, CommandState.UNKNOWN)
-FINAL_COMMAND_STATES = frozenset({*ACK_STATES, CommandState.EXPIRED})
+FINAL_ACK_STATES = (CommandState.SUCCEEDED, CommandState.FAILED, CommandState.UNKNOWN)
+ACK_STATES = (CommandState.IN_PROGRESS, *FINAL_ACK_STATES)
+FINAL_COMMAND_STATES = frozenset({*FINAL_ACK_STATES, CommandState.EXPIRED})
 
 COMMAND_STATE_COLOURS = {
-    CommandState.PENDING: "#8a94a6",
-    CommandState.DELIVERED: "#5b6ee1",
-    CommandState.SUCCEEDED: "#2e9d5b",
+    CommandState.PENDING: "#5f6779",
+    CommandState.DELIVERED: "#4a5bd0",
+    CommandState.IN_PROGRESS: "#2a6f91",
+    CommandState.SUCCEEDED: "#1f7a45",
     CommandState.FAILED: "#c0392b",
     CommandState.UNKNOWN: "#d9a400",
     CommandState.EXPIRED: "#444b57",

@@ -1,6 +1,9 @@
 """Telemetry: agent tokens, ingest batches, raw samples, latest state,
 per-minute rollups and the command channel to node agents.
 
+A node's ``in_flight`` and a module's metrics are null when the agent does not
+know them (contract 2): unknown, never zero.
+
 Raw samples and rollups reference nodes, modules and tiers without database
 foreign-key constraints (``db_constraint=False``, ``DO_NOTHING``): COPY does
 not pay for constraint checks, deleting a node never cascades through millions
@@ -11,11 +14,13 @@ inventory, so orphans never show.
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import BrinIndex
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
-from apps.inventory.models import Module, Node, Tier
+from apps.inventory.models import ExternalEndpoint, Module, Node, Tier
 from apps.telemetry.choices import AgentKind, CommandState, Stage
 
 
@@ -40,6 +45,10 @@ class AgentToken(models.Model):
     created_by = models.CharField(max_length=150, blank=True, default="")
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="Refused from this time on (the old key of a rotation, after its overlap)")
+    rotated_to = models.OneToOneField("self", on_delete=models.SET_NULL, null=True, blank=True,
+                                      related_name="rotated_from", help_text="The key that replaced this one")
 
     class Meta:
         ordering = ["kind", "node__hostname", "-created_at"]
@@ -57,7 +66,7 @@ class AgentToken(models.Model):
 
     @property
     def is_active(self) -> bool:
-        return self.revoked_at is None
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > timezone.now())
 
     @property
     def scope(self) -> str:
@@ -66,8 +75,13 @@ class AgentToken(models.Model):
 
 
 class IngestBatch(models.Model):
-    """One accepted telemetry batch. Inserted first in the ingest transaction
-    (ON CONFLICT DO NOTHING on scope+batch_id): a resend writes nothing."""
+    """One accepted telemetry batch, and the durable buffer of the ingest path.
+
+    The web process inserts it with the validated rows in ``payload``
+    (ON CONFLICT DO NOTHING on scope+batch_id: a resend writes nothing) and
+    answers 202 once that commits. The writer moves the payload into the raw
+    tables and sets ``stored_at`` in one transaction, so each accepted batch is
+    stored exactly once whichever process dies when."""
 
     scope = models.CharField(max_length=32, help_text="node:<id> or gateway: whose batch ids these are")
     batch_id = models.CharField(max_length=64)
@@ -79,12 +93,18 @@ class IngestBatch(models.Model):
     module_samples = models.PositiveIntegerField(default=0)
     tier_samples = models.PositiveIntegerField(default=0)
     stage_samples = models.PositiveIntegerField(default=0)
+    payload = models.BinaryField(null=True, editable=False,
+                                 help_text="Validated rows waiting for the writer (msgpack); empty once stored")
+    stored_at = models.DateTimeField(null=True, blank=True, help_text="When the writer stored the rows")
 
     class Meta:
         ordering = ["-received_at"]
         verbose_name_plural = "ingest batches"
         constraints = [models.UniqueConstraint(fields=["scope", "batch_id"], name="ingest_batch_unique")]
-        indexes = [models.Index(fields=["received_at"])]
+        indexes = [
+            models.Index(fields=["received_at"]),
+            models.Index(fields=["id"], condition=Q(stored_at__isnull=True), name="ingestbatch_pending"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.scope} {self.batch_id}"
@@ -98,16 +118,40 @@ class IngestBatch(models.Model):
         }
 
 
-# ---- raw samples (default retention 48 h) -------------------------------------------------
+# ---- raw samples (default retention 48 h), partitioned by time --------------------------------
+
+
+def _next_id(table: str) -> models.Func:
+    """The id of a raw sample: from the table's sequence (an AutoField cannot be part of a
+    composite primary key)."""
+    return models.Func(models.Value(f"{table}_seq"), function="nextval", output_field=models.BigIntegerField())
+
+
+class RollupDue(models.Model):
+    """A minute of one kind of sample that received rows since its rollup was last
+    computed. The writer adds them (or bumps ``version``) with the rows; the rollup
+    task recomputes those minutes and deletes the notes it saw, unless bumped since."""
+
+    kind = models.CharField(max_length=8)
+    minute = models.DateTimeField()
+    version = models.BigIntegerField(db_default=1)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["kind", "minute"], name="rollupdue_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.minute:%Y-%m-%d %H:%M}"
 
 
 class NodeSample(models.Model):
+    pk = models.CompositePrimaryKey("id", "time")
+    id = models.BigIntegerField(db_default=_next_id("telemetry_nodesample"), editable=False)
     time = models.DateTimeField()
     node = _ref(Node, "+")
     cpu_util = models.FloatField()
     mem_util = models.FloatField()
     load1 = models.FloatField()
-    in_flight = models.IntegerField()
+    in_flight = models.IntegerField(null=True, blank=True)
     threads = models.IntegerField()
 
     class Meta:
@@ -119,17 +163,19 @@ class NodeSample(models.Model):
 
 
 class ModuleSample(models.Model):
+    pk = models.CompositePrimaryKey("id", "time")
+    id = models.BigIntegerField(db_default=_next_id("telemetry_modulesample"), editable=False)
     time = models.DateTimeField()
     module = _ref(Module, "+")
     node = _ref(Node, "+")
-    util = models.FloatField()
-    temp_c = models.FloatField()
-    power_w = models.FloatField()
-    link_width = models.SmallIntegerField()
-    link_width_expected = models.SmallIntegerField()
-    ecc_corrected = models.BigIntegerField()
-    ecc_uncorrected = models.BigIntegerField()
-    errors = models.BigIntegerField()
+    util = models.FloatField(null=True, blank=True)
+    temp_c = models.FloatField(null=True, blank=True)
+    power_w = models.FloatField(null=True, blank=True)
+    link_width = models.SmallIntegerField(null=True, blank=True)
+    link_width_expected = models.SmallIntegerField(null=True, blank=True)
+    ecc_corrected = models.BigIntegerField(null=True, blank=True)
+    ecc_uncorrected = models.BigIntegerField(null=True, blank=True)
+    errors = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-time"]
@@ -140,6 +186,8 @@ class ModuleSample(models.Model):
 
 
 class TierSample(models.Model):
+    pk = models.CompositePrimaryKey("id", "time")
+    id = models.BigIntegerField(db_default=_next_id("telemetry_tiersample"), editable=False)
     time = models.DateTimeField()
     tier = _ref(Tier, "+")
     window_s = models.FloatField(help_text="Seconds the arrivals/completions/tokens were counted over")
@@ -160,6 +208,8 @@ class TierSample(models.Model):
 class StageSample(models.Model):
     """A latency summary of one stage over one window (count and percentiles)."""
 
+    pk = models.CompositePrimaryKey("id", "time")
+    id = models.BigIntegerField(db_default=_next_id("telemetry_stagesample"), editable=False)
     time = models.DateTimeField()
     tier = _ref(Tier, "+")
     stage = models.CharField(max_length=16, choices=Stage.choices)
@@ -169,6 +219,11 @@ class StageSample(models.Model):
     p95_ms = models.FloatField()
     p99_ms = models.FloatField()
     max_ms = models.FloatField()
+    node = models.ForeignKey(Node, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, null=True,
+                             blank=True, related_name="+",
+                             help_text="Set on a per-node breakdown: the requests this node served in the stage "
+                                       "(the tier's own summary has none)")
+    errors = models.IntegerField(default=0, db_default=0, help_text="Requests of ``count`` that failed in the stage")
 
     class Meta:
         ordering = ["-time"]
@@ -179,6 +234,27 @@ class StageSample(models.Model):
 
     def __str__(self) -> str:
         return f"tier {self.tier_id} {self.stage} @ {self.time:%Y-%m-%d %H:%M:%S}"
+
+
+class LatencySample(models.Model):
+    """A node's log-bucket histogram of one stage's latencies since its previous sample (contract 3,
+    ``apps/telemetry/sketch.py``): ``counts[k]`` latencies fell in bucket ``hist_offset + k``."""
+
+    pk = models.CompositePrimaryKey("id", "time")
+    id = models.BigIntegerField(db_default=_next_id("telemetry_latencysample"), editable=False)
+    time = models.DateTimeField()
+    node = _ref(Node, "+")
+    stage = models.CharField(max_length=16, choices=Stage.choices)
+    hist_offset = models.IntegerField(help_text="Bucket index of counts[0]")
+    counts = ArrayField(models.IntegerField())
+    count = models.IntegerField(help_text="Latencies in the histogram (the sum of counts)")
+
+    class Meta:
+        ordering = ["-time"]
+        indexes = [models.Index(fields=["node", "time"]), BrinIndex(fields=["time"], name="latencysample_time_brin")]
+
+    def __str__(self) -> str:
+        return f"node {self.node_id} {self.stage} @ {self.time:%Y-%m-%d %H:%M:%S}"
 
 
 # ---- latest state (one row per node / module / tier) -------------------------------------
@@ -193,7 +269,7 @@ class NodeStatus(models.Model):
     cpu_util = models.FloatField()
     mem_util = models.FloatField()
     load1 = models.FloatField()
-    in_flight = models.IntegerField()
+    in_flight = models.IntegerField(null=True, blank=True)
     threads = models.IntegerField()
 
     class Meta:
@@ -209,14 +285,14 @@ class ModuleStatus(models.Model):
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="module_status")
     time = models.DateTimeField()
     last_seen = models.DateTimeField()
-    util = models.FloatField()
-    temp_c = models.FloatField()
-    power_w = models.FloatField()
-    link_width = models.SmallIntegerField()
-    link_width_expected = models.SmallIntegerField()
-    ecc_corrected = models.BigIntegerField()
-    ecc_uncorrected = models.BigIntegerField()
-    errors = models.BigIntegerField()
+    util = models.FloatField(null=True, blank=True)
+    temp_c = models.FloatField(null=True, blank=True)
+    power_w = models.FloatField(null=True, blank=True)
+    link_width = models.SmallIntegerField(null=True, blank=True)
+    link_width_expected = models.SmallIntegerField(null=True, blank=True)
+    ecc_corrected = models.BigIntegerField(null=True, blank=True)
+    ecc_uncorrected = models.BigIntegerField(null=True, blank=True)
+    errors = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         verbose_name_plural = "module status"
@@ -248,6 +324,25 @@ class TierStatus(models.Model):
 # ---- per-minute rollups (default retention 30 days) --------------------------------------
 
 
+class WindowSummary(models.Model):
+    """The fleet snapshot's window figures per tier over the default window, computed by the rollup
+    run from the rollups it has just written (the percentiles over every node- and module-minute of
+    the window take a few hundred milliseconds at 10,000 nodes: once a minute, not per request).
+    The snapshot reads it while it is fresh, and computes the figures itself otherwise."""
+
+    minutes = models.PositiveIntegerField(unique=True)
+    since = models.DateTimeField(help_text="Start of the window (its end: computed_at)")
+    computed_at = models.DateTimeField()
+    tiers = models.JSONField(help_text="{tier id: window figures}")
+
+    class Meta:
+        verbose_name_plural = "window summaries"
+
+    def __str__(self) -> str:
+        return f"{self.minutes} min window @ {self.computed_at:%Y-%m-%d %H:%M:%S}"
+
+
+
 class NodeRollup(models.Model):
     node = _ref(Node, "+")
     minute = models.DateTimeField()
@@ -257,8 +352,8 @@ class NodeRollup(models.Model):
     mem_util_mean = models.FloatField()
     mem_util_max = models.FloatField()
     load1_mean = models.FloatField()
-    in_flight_mean = models.FloatField()
-    in_flight_max = models.IntegerField()
+    in_flight_mean = models.FloatField(null=True, blank=True)
+    in_flight_max = models.IntegerField(null=True, blank=True)
     threads_max = models.IntegerField()
 
     class Meta:
@@ -275,17 +370,17 @@ class ModuleRollup(models.Model):
     node = _ref(Node, "+")
     minute = models.DateTimeField()
     samples = models.IntegerField()
-    util_mean = models.FloatField()
-    util_max = models.FloatField()
-    temp_c_mean = models.FloatField()
-    temp_c_max = models.FloatField()
-    power_w_mean = models.FloatField()
-    power_w_max = models.FloatField()
-    link_width_min = models.SmallIntegerField()
-    link_width_expected = models.SmallIntegerField()
-    ecc_corrected_max = models.BigIntegerField()
-    ecc_uncorrected_max = models.BigIntegerField()
-    errors_max = models.BigIntegerField()
+    util_mean = models.FloatField(null=True, blank=True)
+    util_max = models.FloatField(null=True, blank=True)
+    temp_c_mean = models.FloatField(null=True, blank=True)
+    temp_c_max = models.FloatField(null=True, blank=True)
+    power_w_mean = models.FloatField(null=True, blank=True)
+    power_w_max = models.FloatField(null=True, blank=True)
+    link_width_min = models.SmallIntegerField(null=True, blank=True)
+    link_width_expected = models.SmallIntegerField(null=True, blank=True)
+    ecc_corrected_max = models.BigIntegerField(null=True, blank=True)
+    ecc_uncorrected_max = models.BigIntegerField(null=True, blank=True)
+    errors_max = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-minute"]
@@ -341,12 +436,103 @@ class StageRollup(models.Model):
         return f"tier {self.tier_id} {self.stage} {self.minute:%Y-%m-%d %H:%M}"
 
 
+class StageNodeRollup(models.Model):
+    """Per node, stage and minute, from the gateway's per-node breakdown: count and errors summed;
+    p50 the count-weighted mean of the windows' p50; p95, p99 and max the largest (as StageRollup).
+    What a rollout compares between the nodes it upgraded and the ones it has not reached yet."""
+
+    node = _ref(Node, "+")
+    tier = _ref(Tier, "+")
+    stage = models.CharField(max_length=16, choices=Stage.choices)
+    minute = models.DateTimeField()
+    count = models.BigIntegerField()
+    errors = models.BigIntegerField(default=0)
+    p50_ms = models.FloatField()
+    p95_ms = models.FloatField()
+    p99_ms = models.FloatField()
+    max_ms = models.FloatField()
+
+    class Meta:
+        ordering = ["-minute"]
+        constraints = [models.UniqueConstraint(fields=["node", "stage", "minute"], name="stagenoderollup_unique")]
+        indexes = [models.Index(fields=["minute"], name="stagenoderollup_minute")]
+
+    def __str__(self) -> str:
+        return f"node {self.node_id} {self.stage} {self.minute:%Y-%m-%d %H:%M}"
+
+
+class EndpointRollup(models.Model):
+    """Per minute, the gateway's figures of one external endpoint (tier samples' ``endpoints``,
+    contract 3), merged as the batches are stored (no raw table): requests, errors, tokens and the
+    seconds covered summed, p95 the largest of the windows' (an upper bound, as stage rollups merge
+    theirs; null when no request completed in the minute)."""
+
+    endpoint = _ref(ExternalEndpoint, "+")
+    minute = models.DateTimeField()
+    samples = models.IntegerField()
+    window_s = models.FloatField(help_text="Seconds covered by the samples of this minute")
+    requests = models.BigIntegerField()
+    errors = models.BigIntegerField()
+    tokens = models.BigIntegerField(help_text="Tokens counted against the endpoint's quota (input + output)")
+    p95_ms = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-minute"]
+        constraints = [models.UniqueConstraint(fields=["endpoint", "minute"], name="endpointrollup_unique")]
+        indexes = [BrinIndex(fields=["minute"], name="endpointrollup_minute_brin")]
+
+    def __str__(self) -> str:
+        return f"endpoint {self.endpoint_id} {self.minute:%Y-%m-%d %H:%M}"
+
+
+class NodeLatencyRollup(models.Model):
+    """A node's stage latency per minute: its histograms of the minute merged (bucket counts added).
+    Sparse: ``counts[k]`` latencies in bucket ``buckets[k]``, buckets ascending."""
+
+    node = _ref(Node, "+")
+    tier = _ref(Tier, "+")
+    stage = models.CharField(max_length=16, choices=Stage.choices)
+    minute = models.DateTimeField()
+    count = models.BigIntegerField()
+    buckets = ArrayField(models.IntegerField())
+    counts = ArrayField(models.BigIntegerField())
+
+    class Meta:
+        ordering = ["-minute"]
+        constraints = [models.UniqueConstraint(fields=["node", "stage", "minute"], name="nodelatencyrollup_unique")]
+        indexes = [BrinIndex(fields=["minute"], name="nodelatencyrollup_minute_brin")]
+
+    def __str__(self) -> str:
+        return f"node {self.node_id} {self.stage} {self.minute:%Y-%m-%d %H:%M}"
+
+
+class TierLatencyRollup(models.Model):
+    """A tier's stage latency per minute: the histograms of its nodes' minute merged. The fleet's
+    is the sum of the tiers'."""
+
+    tier = _ref(Tier, "+")
+    stage = models.CharField(max_length=16, choices=Stage.choices)
+    minute = models.DateTimeField()
+    count = models.BigIntegerField()
+    buckets = ArrayField(models.IntegerField())
+    counts = ArrayField(models.BigIntegerField())
+
+    class Meta:
+        ordering = ["-minute"]
+        constraints = [models.UniqueConstraint(fields=["tier", "stage", "minute"], name="tierlatencyrollup_unique")]
+        indexes = [models.Index(fields=["minute"], name="tierlatencyrollup_minute")]
+
+    def __str__(self) -> str:
+        return f"tier {self.tier_id} {self.stage} {self.minute:%Y-%m-%d %H:%M}"
+
+
 # ---- command channel ----------------------------------------------------------------------
 
 
 class NodeCommand(models.Model):
     """Work for a node agent (drain, install, run vectors, diagnose...). The server
-    accepts any kind; an agent that does not know one acks it "unknown"."""
+    accepts any kind; an agent that does not know one acks it "unknown". An agent
+    working on a long one acks "in_progress" (again and again) before its answer."""
 
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="commands")
     kind = models.CharField(max_length=64)
@@ -360,6 +546,9 @@ class NodeCommand(models.Model):
     created_by_name = models.CharField(max_length=150, blank=True, default="")
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Not delivered after this time")
     delivered_at = models.DateTimeField(null=True, blank=True)
+    progress_at = models.DateTimeField(
+        null=True, blank=True, help_text="The agent's latest in_progress ack: it is still working on it"
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(default=dict, blank=True)
     audit_event = models.ForeignKey(

@@ -1,9 +1,11 @@
-"""Validation of a telemetry batch, whole, before anything is written.
-
-Hand-written rather than DRF serializers: a full batch is up to 1000 node
-samples with 4 modules each plus 1000 tier and 1000 stage samples, and this
-runs in a few milliseconds. Every problem is reported with its path, e.g.
+"""Validation of a telemetry batch, whole, before anything is written: the
+complete check that names every problem (up to 50) by its path, e.g.
 ``node_samples[17].modules[2].temp_c: must be a number``.
+
+The ingest path first tries ``decoder.decode_batch`` (compiled msgspec Structs,
+no database); only a batch that it cannot accept comes here, so a rejected
+batch gets the same full list of errors as before, and this module stays the
+authority on what is valid: the fast path never accepts what this rejects.
 """
 
 from __future__ import annotations
@@ -18,9 +20,18 @@ from typing import Any
 from django.conf import settings
 
 from apps.inventory.choices import MAX_MODULES_PER_NODE
-from apps.inventory.models import Module, Node, Tier
+from apps.inventory.models import ExternalEndpoint, Module, Node, Tier
+from apps.telemetry import sketch
 from apps.telemetry.choices import AgentKind, Stage
-from apps.telemetry.models import AgentToken
+from apps.telemetry.contract import (
+    ENDPOINTS_SINCE,
+    LATENCY_SINCE,
+    VERSIONS,
+    UnknownContract,
+    contract_version,
+    nullable_fields,
+)
+from apps.telemetry.identity import AgentIdentity
 
 BATCH_ID = re.compile(r"^[A-Za-z0-9._:-]{8,64}$")
 MAX_SAMPLES = 1000  # of each kind per batch
@@ -39,11 +50,14 @@ def raw_retention_hours() -> float:
 
 
 class BatchRejected(Exception):
-    """The whole batch is refused: 400 (errors by path), 403 or 413."""
+    """The whole batch is refused: 400 (errors by path), 403 or 413. ``versions``: the
+    contract versions this server speaks, when the batch's was not one of them."""
 
-    def __init__(self, status: int, errors: dict[str, list[str]]) -> None:
+    def __init__(self, status: int, errors: dict[str, list[str]], *,
+                 versions: tuple[int, ...] | None = None) -> None:
         self.status = status
         self.errors = errors
+        self.versions = versions
         first = next(iter(errors.items()))
         super().__init__(f"{first[0]}: {first[1][0]}")
 
@@ -51,10 +65,13 @@ class BatchRejected(Exception):
 @dataclass
 class ParsedBatch:
     batch_id: str
+    contract: int = 1
     node_rows: list[tuple[Any, ...]] = field(default_factory=list)
     module_rows: list[tuple[Any, ...]] = field(default_factory=list)
     tier_rows: list[tuple[Any, ...]] = field(default_factory=list)
     stage_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    endpoint_rows: list[tuple[Any, ...]] = field(default_factory=list)  # from tier samples' ``endpoints``
+    latency_rows: list[tuple[Any, ...]] = field(default_factory=list)  # (time, node, stage, offset, counts, n)
     min_time: dt.datetime | None = None
     max_time: dt.datetime | None = None
 
@@ -75,7 +92,10 @@ class _Invalid(Exception):
 def _number(v: Any, lo: float | None = None, hi: float | None = None) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise _Invalid("must be a number")
-    f = float(v)
+    try:
+        f = float(v)
+    except OverflowError:  # an integer past the range of a double
+        raise _Invalid("must be a finite number") from None
     if not math.isfinite(f):
         raise _Invalid("must be a finite number")
     if lo is not None and f < lo:
@@ -142,6 +162,8 @@ TIER_FIELDS: list[tuple[str, Check]] = [
     ("window_s", window), ("queue_depth", count32), ("arrivals", count32), ("completions", count32),
 ]
 TIER_OPTIONAL: list[tuple[str, Check]] = [("input_tokens", counter64), ("output_tokens", counter64)]
+MAX_ENDPOINTS = 100  # per tier sample
+ENDPOINT_FIELDS: list[tuple[str, Check]] = [("requests", count32), ("errors", count32), ("tokens", counter64)]
 STAGE_FIELDS: list[tuple[str, Check]] = [
     ("window_s", window), ("count", count32),
     ("p50_ms", non_negative), ("p95_ms", non_negative), ("p99_ms", non_negative), ("max_ms", non_negative),
@@ -163,13 +185,16 @@ class _Collector:
 
 
 def _fields(c: _Collector, item: dict[str, Any], path: str, checks: list[tuple[str, Check]],
-            required: bool = True) -> list[Any] | None:
+            required: bool = True, nullable: frozenset[str] = frozenset()) -> list[Any] | None:
     values: list[Any] = []
     ok = True
     for name, check in checks:
+        if name in nullable and name in item and item[name] is None:
+            values.append(None)  # the agent does not know: stored as null, never as zero
+            continue
         if name not in item or item[name] is None:
             if required:
-                c.add(f"{path}.{name}", "is required")
+                c.add(f"{path}.{name}", "is required (null when unknown)" if name in nullable else "is required")
                 ok = False
             else:
                 values.append(0)
@@ -198,7 +223,11 @@ def _time(c: _Collector, item: dict[str, Any], path: str, now: dt.datetime) -> d
     if t.tzinfo is None:
         c.add(f"{path}.time", "must carry a time zone (e.g. a trailing Z)")
         return None
-    t = t.astimezone(dt.UTC)
+    try:
+        t = t.astimezone(dt.UTC)
+    except OverflowError:
+        c.add(f"{path}.time", "is out of range: in UTC it falls outside the years 1-9999")
+        return None
     skew = max_future_skew_s()
     if (t - now).total_seconds() > skew:
         c.add(f"{path}.time", f"is {(t - now).total_seconds():.0f} s in the future (at most {skew:g} s allowed)")
@@ -231,9 +260,19 @@ def check_batch_id(payload: Any) -> str:
     return batch_id
 
 
-def parse_batch(payload: Any, *, token: AgentToken, now: dt.datetime) -> ParsedBatch:
-    """Validate the whole batch; raise BatchRejected, or return rows ready for COPY."""
-    batch = ParsedBatch(batch_id=check_batch_id(payload))
+def check_contract(payload: dict[str, Any]) -> int:
+    """The batch's contract version (1 without one); an unknown one is a 400 naming the versions spoken."""
+    try:
+        return contract_version(payload)
+    except UnknownContract as exc:
+        raise BatchRejected(400, {"contract": [str(exc)]}, versions=VERSIONS) from None
+
+
+def parse_batch(payload: Any, *, token: AgentIdentity, now: dt.datetime) -> ParsedBatch:
+    """Validate the whole batch (already parsed from JSON); raise BatchRejected, or
+    return rows ready for COPY. Reads the node's modules and the tiers from the
+    database, not from the identity cache: this is the authority."""
+    batch = ParsedBatch(batch_id=check_batch_id(payload), contract=check_contract(payload))
     c = _Collector()
     node_samples = _list(c, payload, "node_samples")
     tier_samples = _list(c, payload, "tier_samples")
@@ -261,10 +300,11 @@ def parse_batch(payload: Any, *, token: AgentToken, now: dt.datetime) -> ParsedB
     return batch
 
 
-def _parse_node_samples(c: _Collector, batch: ParsedBatch, items: list[Any], token: AgentToken,
+def _parse_node_samples(c: _Collector, batch: ParsedBatch, items: list[Any], token: AgentIdentity,
                         now: dt.datetime) -> None:
-    node = token.node
-    assert node is not None
+    assert token.node_id is not None
+    node = Node.objects.only("id", "hostname").get(pk=token.node_id)
+    nullable = nullable_fields(batch.contract)
     own_modules = dict(Module.objects.filter(node=node).values_list("serial", "id"))
     foreign: dict[str, str | None] | None = None
     for i, item in enumerate(items):
@@ -282,7 +322,7 @@ def _parse_node_samples(c: _Collector, batch: ParsedBatch, items: list[Any], tok
                 c.add(f"{path}.node", f"unknown node {host}")
             continue
         t = _time(c, item, path, now)
-        values = _fields(c, item, path, NODE_FIELDS)
+        values = _fields(c, item, path, NODE_FIELDS, nullable=nullable)
         modules = item.get("modules", [])
         if not isinstance(modules, list):
             c.add(f"{path}.modules", "must be a list")
@@ -313,12 +353,63 @@ def _parse_node_samples(c: _Collector, batch: ParsedBatch, items: list[Any], tok
                         c.forbid(f"{mpath}.serial", f"module {serial} is in {owner}, not in {node.hostname}")
                     else:
                         c.add(f"{mpath}.serial", f"unknown module {serial}")
-            mvalues = _fields(c, mod, mpath, MODULE_FIELDS)
+            mvalues = _fields(c, mod, mpath, MODULE_FIELDS, nullable=nullable)
             if t is not None and module_id is not None and mvalues is not None:
                 batch.module_rows.append((t, module_id, node.pk, *mvalues))
+        latency = _latency(c, item, path, batch.contract)
         if t is not None and values is not None:
             batch.note_time(t)
             batch.node_rows.append((t, node.pk, *values))
+            batch.latency_rows.extend((t, node.pk, *h) for h in latency)
+
+
+def _latency(c: _Collector, item: dict[str, Any], path: str, contract: int) -> list[tuple[Any, ...]]:
+    """A node sample's latency histograms (contract 3): (stage, offset, counts, total) each."""
+    value = item.get("latency")
+    if value is None:
+        return []
+    path = f"{path}.latency"
+    if contract < LATENCY_SINCE:
+        c.add(path, f"latency histograms need contract {LATENCY_SINCE} or later (this batch speaks {contract})")
+        return []
+    if not isinstance(value, dict):
+        c.add(path, "must be an object: stage -> {offset, counts}")
+        return []
+    out = []
+    for stage, h in value.items():
+        hpath = f"{path}.{stage}"
+        if stage not in STAGES:
+            c.add(hpath, f"unknown stage: one of {', '.join(Stage.values)}")
+            continue
+        if not isinstance(h, dict):
+            c.add(hpath, "must be an object {offset, counts}")
+            continue
+        try:
+            offset = _integer(h.get("offset"), sketch.MIN_INDEX, sketch.MAX_INDEX)
+        except _Invalid as exc:
+            c.add(f"{hpath}.offset", f"{exc} (a bucket index)" if h.get("offset") is not None else "is required")
+            continue
+        counts = h.get("counts")
+        if not isinstance(counts, list) or not counts:
+            c.add(f"{hpath}.counts", "must be a non-empty list of counts")
+            continue
+        if offset + len(counts) - 1 > sketch.MAX_INDEX:
+            c.add(f"{hpath}.counts", f"reaches bucket {offset + len(counts) - 1}; the last is {sketch.MAX_INDEX}")
+            continue
+        clean = []
+        for k, n in enumerate(counts):
+            try:
+                clean.append(count32(n))
+            except _Invalid as exc:
+                c.add(f"{hpath}.counts[{k}]", str(exc))
+                break
+        else:
+            total = sum(clean)
+            if total > INT32:
+                c.add(f"{hpath}.counts", f"at most {INT32} latencies in one histogram")
+                continue
+            out.append((stage, offset, clean, total))
+    return out
 
 
 def _module_nodes(items: list[Any]) -> dict[str, str | None]:
@@ -340,6 +431,7 @@ def _tier(c: _Collector, item: dict[str, Any], path: str, tiers: dict[str, int])
 
 def _parse_tier_samples(c: _Collector, batch: ParsedBatch, items: list[Any], tiers: dict[str, int],
                         now: dt.datetime) -> None:
+    names = _EndpointNames()
     for i, item in enumerate(items):
         path = f"tier_samples[{i}]"
         if not isinstance(item, dict):
@@ -349,9 +441,86 @@ def _parse_tier_samples(c: _Collector, batch: ParsedBatch, items: list[Any], tie
         t = _time(c, item, path, now)
         values = _fields(c, item, path, TIER_FIELDS)
         optional = _fields(c, item, path, TIER_OPTIONAL, required=False)
+        endpoints = _parse_endpoints(c, batch, item, path, tier_id, names)
         if tier_id is not None and t is not None and values is not None and optional is not None:
             batch.note_time(t)
             batch.tier_rows.append((t, tier_id, *values, *optional))
+            batch.endpoint_rows.extend((t, endpoint_id, values[0], *figures) for endpoint_id, figures in endpoints)
+
+
+class _EndpointNames:
+    """Endpoint name -> (id, tier id), read once, and only for a batch that carries endpoint figures."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[int, int]] | None = None
+
+    def get(self, name: str) -> tuple[int, int] | None:
+        if self._known is None:
+            self._known = {n: (pk, tier) for n, pk, tier in
+                           ExternalEndpoint.objects.values_list("name", "id", "tier_id")}
+        return self._known.get(name)
+
+
+def _parse_endpoints(c: _Collector, batch: ParsedBatch, item: dict[str, Any], path: str, tier_id: int | None,
+                     known: _EndpointNames) -> list[tuple[int, list[Any]]]:
+    """The per-endpoint figures of one tier sample (contract 3): [(endpoint id, [requests, errors, tokens,
+    p95_ms])]. Each names an endpoint of the sample's tier, once; errors never exceed requests; p95_ms is
+    null only when no request completed in the window."""
+    items = item.get("endpoints")
+    if items is None:
+        return []
+    where = f"{path}.endpoints"
+    if batch.contract < ENDPOINTS_SINCE:
+        c.add(where, f"needs contract {ENDPOINTS_SINCE} or later (this batch speaks {batch.contract})")
+        return []
+    if not isinstance(items, list):
+        c.add(where, "must be a list")
+        return []
+    if len(items) > MAX_ENDPOINTS:
+        c.add(where, f"at most {MAX_ENDPOINTS} endpoints per tier sample")
+        return []
+    out: list[tuple[int, list[Any]]] = []
+    seen: set[str] = set()
+    for j, e in enumerate(items):
+        epath = f"{where}[{j}]"
+        if not isinstance(e, dict):
+            c.add(epath, "must be an object")
+            continue
+        name = e.get("endpoint")
+        endpoint_id = None
+        if not isinstance(name, str) or not name:
+            c.add(f"{epath}.endpoint", "is required: the endpoint's name in the inventory")
+        elif name in seen:
+            c.add(f"{epath}.endpoint", f"endpoint {name} appears twice in one tier sample")
+        elif (found := known.get(name)) is None:
+            c.add(f"{epath}.endpoint", f"unknown endpoint {name}")
+        elif tier_id is not None and found[1] != tier_id:
+            c.add(f"{epath}.endpoint", f"endpoint {name} is not in the tier {item.get('tier')}")
+        else:
+            seen.add(name)
+            endpoint_id = found[0]
+        values = _fields(c, e, epath, ENDPOINT_FIELDS)
+        p95: float | None = None
+        if e.get("p95_ms") is not None:
+            try:
+                p95 = non_negative(e["p95_ms"])
+            except _Invalid as exc:
+                c.add(f"{epath}.p95_ms", str(exc))
+                values = None
+        elif "p95_ms" not in e:
+            c.add(f"{epath}.p95_ms", "is required (null when no request completed in the window)")
+            values = None
+        if values is not None:
+            requests, errors = values[0], values[1]
+            if errors > requests:
+                c.add(f"{epath}.errors", f"must not be above requests ({errors} > {requests})")
+                values = None
+            elif p95 is None and requests > 0:
+                c.add(f"{epath}.p95_ms", f"must be a number: {requests} request(s) in the window")
+                values = None
+        if endpoint_id is not None and values is not None:
+            out.append((endpoint_id, [*values, p95]))
+    return out
 
 
 def _parse_stage_samples(c: _Collector, batch: ParsedBatch, items: list[Any], tiers: dict[str, int],
@@ -374,6 +543,35 @@ def _parse_stage_samples(c: _Collector, batch: ParsedBatch, items: list[Any], ti
                     c.add(f"{path}.{name}", f"must not be below the lower percentile ({upper:g} < {lower:g})")
                     values = None
                     break
-        if tier_id is not None and stage in STAGES and t is not None and values is not None:
+        node_id, errors = _stage_breakdown(c, item, path, tier_id, values)
+        if tier_id is not None and stage in STAGES and t is not None and values is not None and errors is not None:
             batch.note_time(t)
-            batch.stage_rows.append((t, tier_id, stage, *values))
+            batch.stage_rows.append((t, tier_id, stage, *values, node_id, errors))
+
+
+def _stage_breakdown(c: _Collector, item: dict[str, Any], path: str, tier_id: int | None,
+                     values: list[Any] | None) -> tuple[int | None, int | None]:
+    """A stage sample's optional ``node`` (a per-node breakdown: a node of the sample's tier, by
+    hostname) and ``errors`` (failed requests, at most ``count``). (node id or None, errors), or
+    errors None when either is wrong (recorded on the collector)."""
+    errors = item.get("errors", 0)
+    if isinstance(errors, bool) or not isinstance(errors, int) or not 0 <= errors <= 2**31 - 1:
+        c.add(f"{path}.errors", "must be an integer ≥ 0 (failed requests in the window)")
+        return None, None
+    if values is not None and errors > values[1]:
+        c.add(f"{path}.errors", f"must not exceed count ({errors} > {values[1]})")
+        return None, None
+    host = item.get("node")
+    if host is None:
+        return None, errors
+    if not isinstance(host, str) or not host:
+        c.add(f"{path}.node", "must be a node's hostname (or absent for the tier's own summary)")
+        return None, None
+    row = Node.objects.filter(hostname=host).values_list("id", "tier_id").first()
+    if row is None:
+        c.add(f"{path}.node", f"unknown node {host}")
+        return None, None
+    if tier_id is not None and row[1] != tier_id:
+        c.add(f"{path}.node", f"{host} is not in tier {item.get('tier')}")
+        return None, None
+    return int(row[0]), errors

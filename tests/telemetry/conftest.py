@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 from apps.inventory.choices import FormFactor, NodeState, TierKind
 from apps.inventory.models import Module, ModuleType, Node, Rack, Tier
 from apps.telemetry.choices import AgentKind
+from apps.telemetry.ingest import telemetry_store_pending
 from apps.telemetry.services import agent_token_issue
 
 
@@ -42,6 +43,15 @@ class Fleet:
 @pytest.fixture
 def fleet(db: Any) -> Fleet:
     return Fleet()
+
+
+def stored() -> int:
+    """Run the writer's passes until the buffer is empty (what ``manage.py telemetry_writer``
+    does continuously); returns the number of batches stored."""
+    total = 0
+    while (n := telemetry_store_pending().batches):
+        total += n
+    return total
 
 
 def iso(t: dt.datetime) -> str:

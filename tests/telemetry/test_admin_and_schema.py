@@ -16,7 +16,9 @@ def test_it_renders_every_telemetry_admin_page(fleet: Fleet, admin_user: Any) ->
     client.force_login(admin_user)
     for model in apps.get_app_config("telemetry").get_models():
         url = f"/admin/telemetry/{model._meta.model_name}/"
-        assert client.get(url).status_code == 200, url
+        # Raw samples (partitioned; composite primary key) are not in the admin at all.
+        expected = 404 if model._meta.is_composite_pk else 200
+        assert client.get(url).status_code == expected, url
 
 
 def test_it_issues_an_agent_key_from_the_admin_and_shows_it_once(fleet: Fleet, admin_user: Any) -> None:

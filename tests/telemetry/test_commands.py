@@ -127,3 +127,49 @@ def test_it_tells_an_agent_its_own_node_and_modules(fleet: Fleet, viewer_api: An
     assert [(m["serial"], m["slot"], m["pcie_lanes"]) for m in body["modules"]] == [("A-0", 0, 4), ("A-1", 1, 4)]
     assert fleet.client(fleet.key_gw).get("/api/v1/agent/self/").status_code == 403
     assert viewer_api.get("/api/v1/agent/self/").status_code == 403
+
+
+def test_it_shows_a_long_command_in_progress_and_then_its_hook_result(fleet: Fleet, viewer_api: Any,
+                                                                        settings: Any) -> None:
+    settings.TELEMETRY_COMMAND_REDELIVER_AFTER_S = 30
+    command = node_command_send(node=fleet.node_a, kind="drain", args={"deadline": None}, actor="test")
+    agent = fleet.client(fleet.key_a)
+    assert [c["id"] for c in agent.get(POLL).json()] == [command.pk]
+    progress = {"message": "drain running for 6 s", "running_s": 6.0,
+                "hook": {"command": "/usr/local/bin/gw-drain", "timeout_s": 600}}
+    r = agent.post(ack_url(command.pk), {"status": "in_progress", "result": progress}, format="json")
+    assert r.status_code == 200 and r.json()["state"] == "in_progress" and r.json()["finished_at"] is None
+    seen = viewer_api.get(f"/api/v1/node-commands/{command.pk}/").json()
+    assert seen["state"] == "in_progress" and seen["result"] == progress and seen["progress_at"]
+
+    # In progress and heard from: not redelivered, however long ago it was delivered.
+    NodeCommand.objects.filter(pk=command.pk).update(delivered_at=timezone.now() - dt.timedelta(hours=1))
+    assert agent.get(POLL).json() == []
+    # Progress acks repeat while the hook runs; none of them is an audit record.
+    assert agent.post(ack_url(command.pk), {"status": "in_progress", "result": progress},
+                      format="json").status_code == 200
+    assert not AuditEvent.objects.filter(action="node_command.finish").exists()
+
+    final = {"message": "drain hook exited 0 in 41.2 s",
+             "hook": {"command": "/usr/local/bin/gw-drain", "exit_code": 0, "timed_out": False, "timeout_s": 600,
+                      "duration_s": 41.2, "output_tail": "removed n-a from the pool\n"}}
+    r = agent.post(ack_url(command.pk), {"status": "succeeded", "result": final}, format="json")
+    assert r.status_code == 200 and r.json()["state"] == "succeeded"
+    seen = viewer_api.get(f"/api/v1/node-commands/{command.pk}/").json()
+    assert seen["result"]["hook"]["output_tail"] == "removed n-a from the pool\n" and seen["finished_at"]
+    # A progress ack that arrives late changes nothing; the audit has one record of the finish.
+    late = agent.post(ack_url(command.pk), {"status": "in_progress", "result": progress}, format="json")
+    assert late.status_code == 200 and late.json()["state"] == "succeeded"
+    assert late.json()["result"] == final
+    assert AuditEvent.objects.filter(action="node_command.finish").count() == 1
+
+
+def test_it_redelivers_a_command_whose_agent_stopped_reporting_progress(fleet: Fleet, settings: Any) -> None:
+    settings.TELEMETRY_COMMAND_REDELIVER_AFTER_S = 30
+    command = node_command_send(node=fleet.node_a, kind="install_versions", args={}, actor="test")
+    agent = fleet.client(fleet.key_a)
+    agent.get(POLL)
+    agent.post(ack_url(command.pk), {"status": "in_progress", "result": {}}, format="json")
+    NodeCommand.objects.filter(pk=command.pk).update(progress_at=timezone.now() - dt.timedelta(seconds=31))
+    assert [c["id"] for c in agent.get(POLL).json()] == [command.pk]  # the agent died running it
+    assert NodeCommand.objects.get(pk=command.pk).state == "delivered"

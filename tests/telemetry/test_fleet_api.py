@@ -28,15 +28,23 @@ def test_it_shows_the_fleet_snapshot(rolled: Fleet, viewer_api: Any) -> None:
     assert r.status_code == 200
     tiers = {t["kind"]: t for t in r.json()["tiers"]}
     hybrid = tiers["hybrid_inference"]
-    assert hybrid["nodes"]["active"] == 2
-    assert hybrid["cpu_util"]["mean"] == pytest.approx(0.5)
-    assert hybrid["module_util"]["mean"] == pytest.approx(0.4)
-    assert hybrid["queue_depth"]["now"] == 30
-    assert hybrid["queue_depth"]["mean"] == pytest.approx(20.0)
-    assert hybrid["requests_per_s"] == pytest.approx(5.0)
-    intent = next(s for s in hybrid["stages"] if s["stage"] == "intent")
+    assert hybrid["active"] == 2 and hybrid["by_state"] == {"active": 2} and hybrid["total"] == 2
+    window = hybrid["window"]
+    assert window["minutes"] == 5
+    assert window["cpu_util_mean"] == pytest.approx(0.5)
+    assert window["module_util_mean"] == pytest.approx(0.4)
+    assert window["queue_depth_mean"] == pytest.approx(20.0)
+    assert window["requests_per_s"] == pytest.approx(5.0)
+    intent = next(s for s in window["stages"] if s["stage"] == "intent")
     assert (intent["count"], intent["p50_ms"], intent["p99_ms"]) == (400, 175.0, 450.0)
-    assert tiers["access_logic"]["cpu_util"]["mean"] is None
+    # the minute is two minutes old: the gateway's newest sample is not fresh "now" figures only when older
+    # than fresh_s; the latest-state rows survive the raw samples' deletion
+    assert hybrid["queue_depth"] == 30
+    assert tiers["access_logic"]["window"]["cpu_util_mean"] is None
+    assert "nodes" not in r.json()
+    with_nodes = viewer_api.get("/api/v1/fleet/snapshot/?nodes=1").json()
+    rows = [dict(zip(with_nodes["node_fields"], row, strict=True)) for row in with_nodes["nodes"]]
+    assert sorted(row["hostname"] for row in rows) == ["n-a", "n-b"]
 
 
 def test_it_serves_queue_depth_and_stage_latency_series(rolled: Fleet, viewer_api: Any) -> None:
@@ -90,3 +98,38 @@ def test_it_has_no_observed_traffic_without_data(fleet: Fleet) -> None:
 def test_it_lists_nodes_not_seen(rolled: Fleet) -> None:
     silent = {n.hostname for n in nodes_not_seen(seconds=60)}
     assert "n-b" in silent and "n-a" not in silent
+
+
+def test_the_default_window_is_computed_by_the_rollup_run_and_read_while_fresh(fleet: Fleet) -> None:
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from apps.inventory.models import Tier
+    from apps.telemetry import selectors
+    from apps.telemetry.models import NodeRollup, WindowSummary
+
+    ingest_minute(fleet, minute_ago(2))
+    now = timezone.now()
+    telemetry_rollup(now=now)
+    summary = WindowSummary.objects.get(minutes=15)
+    assert summary.computed_at == now and summary.since == selectors._since(now, 15)
+    hybrid = Tier.objects.get(kind="hybrid_inference")
+
+    def window(at: dt.datetime, tier_id: int | None = None) -> dict[str, Any]:
+        snap = selectors.fleet_snapshot(now=at, tier_id=tier_id)
+        return next(t for t in snap["tiers"] if t["id"] == hybrid.pk)["window"]
+
+    live = selectors._window_figures(selectors._since(now, 15), None)[hybrid.pk]
+    read = window(now + dt.timedelta(seconds=30))
+    assert read["cpu_util_mean"] == pytest.approx(0.5) and read["since"] == summary.since.isoformat()
+    assert {k: read[k] for k in live} == live
+    assert window(now, tier_id=hybrid.pk)["cpu_util_mean"] == pytest.approx(0.5)
+    # A rollup written since is seen at the next run; a stale summary is not read at all.
+    NodeRollup.objects.filter(node__tier=hybrid).update(cpu_util_mean=0.9)
+    assert window(now + dt.timedelta(seconds=30))["cpu_util_mean"] == pytest.approx(0.5)
+    later = now + selectors.SUMMARY_MAX_AGE + dt.timedelta(seconds=1)
+    assert window(later)["cpu_util_mean"] == pytest.approx(0.9)
+    telemetry_rollup(now=later)
+    assert window(later)["cpu_util_mean"] == pytest.approx(0.9)
+    assert WindowSummary.objects.count() == 1

@@ -20,7 +20,7 @@ from apps.telemetry.models import (
     TierSample,
     TierStatus,
 )
-from tests.telemetry.conftest import Fleet, iso, node_sample, stage_sample, tier_sample
+from tests.telemetry.conftest import Fleet, iso, node_sample, stage_sample, stored, tier_sample
 
 URL = "/api/v1/telemetry/"
 TABLES: list[Any] = [IngestBatch, NodeSample, ModuleSample, TierSample, StageSample, NodeStatus, ModuleStatus,
@@ -44,6 +44,9 @@ def test_it_accepts_a_node_batch_and_keeps_latest_state(fleet: Fleet) -> None:
     assert r.json() == {"batch_id": "batch-0001", "duplicate": False,
                         "accepted": {"node_samples": 20, "module_samples": 40, "tier_samples": 0,
                                      "stage_samples": 0}}
+    assert IngestBatch.objects.get().stored_at is None  # durably buffered: the writer stores it
+    assert stored() == 1
+    assert IngestBatch.objects.get().stored_at is not None and IngestBatch.objects.get().payload is None
     assert NodeSample.objects.filter(node_id=fleet.node_a.pk).count() == 20
     assert ModuleSample.objects.filter(module_id=fleet.mod_a[1].pk).count() == 20
     status = NodeStatus.objects.get(node=fleet.node_a)
@@ -58,6 +61,7 @@ def test_it_accepts_gateway_tier_and_stage_samples(fleet: Fleet) -> None:
     r = fleet.client(fleet.key_gw).post(URL, body, format="json")
     assert r.status_code == 202, r.content
     assert r.json()["accepted"]["stage_samples"] == 6
+    stored()
     assert TierStatus.objects.get(tier=fleet.tier).queue_depth == 12
     assert StageSample.objects.filter(stage="tool_call").count() == 1
 
@@ -178,6 +182,7 @@ def test_it_keeps_batch_ids_apart_per_node(fleet: Fleet) -> None:
     body_b = {"batch_id": "batch-0001", "node_samples": [node_sample("n-b", now, ["B-0"])]}
     assert fleet.client(fleet.key_b).post(URL, body_b, format="json").status_code == 202
     assert fleet.client(fleet.key_a).post(URL, node_batch(fleet, n=2), format="json").status_code == 202
+    assert stored() == 2
     assert NodeSample.objects.count() == 3
 
 
@@ -202,6 +207,7 @@ def test_it_writes_a_batch_once_when_two_copies_race(transactional_db: Any) -> N
         t.join()
     assert sorted(codes) == [200, 202]
     assert IngestBatch.objects.count() == 1
+    stored()
     assert NodeSample.objects.count() == 50
 
 
@@ -246,8 +252,10 @@ def test_it_does_not_move_latest_state_backwards(fleet: Fleet) -> None:
     old = {"batch_id": "batch-old1",
            "node_samples": [node_sample("n-a", now - dt.timedelta(minutes=5), ["A-0"], cpu_util=0.1)]}
     assert client.post(URL, new, format="json").status_code == 202
+    stored()
     seen_first = NodeStatus.objects.get(node=fleet.node_a).last_seen
     assert client.post(URL, old, format="json").status_code == 202
+    stored()
     status = NodeStatus.objects.get(node=fleet.node_a)
     assert status.cpu_util == pytest.approx(0.9)
     assert status.time == now
@@ -257,15 +265,38 @@ def test_it_does_not_move_latest_state_backwards(fleet: Fleet) -> None:
 
 
 def test_it_writes_a_large_batch_without_a_query_per_sample(fleet: Fleet) -> None:
-    """The hot path is COPY: the statements run do not grow with the batch."""
+    """The hot path is COPY: the statements run do not grow with the batch, neither
+    when the batch is accepted nor when the writer stores it."""
     from django.test.utils import CaptureQueriesContext
 
     client = fleet.client(fleet.key_a)
-    client.post(URL, node_batch(fleet, n=1, batch_id="warm-up-1"), format="json")  # records the key's first use
+    # Records the key's first use, and makes the partitions the large batch's hours need.
+    client.post(URL, node_batch(fleet, n=1000, batch_id="warm-up-1"), format="json")
+    stored()
     with CaptureQueriesContext(connection) as small:
         assert client.post(URL, node_batch(fleet, n=2, batch_id="small-001"), format="json").status_code == 202
+        stored()
     with CaptureQueriesContext(connection) as large:
         assert client.post(URL, node_batch(fleet, n=1000, batch_id="large-001"), format="json").status_code == 202
+        stored()
     assert len(large.captured_queries) == len(small.captured_queries)
-    assert NodeSample.objects.count() == 1003
-    assert ModuleSample.objects.count() == 2006
+    assert NodeSample.objects.count() == 2002
+    assert ModuleSample.objects.count() == 4004
+
+
+def test_it_keeps_the_receipt_time_as_last_seen_when_stored_later(fleet: Fleet) -> None:
+    """A batch stored late (the writer was down) does not make its node look heard from later than it was."""
+    import msgspec
+
+    from apps.telemetry.models import AgentToken
+    from apps.telemetry.services import identity_of, telemetry_receive
+
+    received = timezone.now() - dt.timedelta(seconds=90)
+    body = {"batch_id": "late-store-1", "node_samples": [node_sample("n-a", received - dt.timedelta(seconds=1),
+                                                                    ["A-0"])]}
+    telemetry_receive(identity=identity_of(AgentToken.objects.get(node=fleet.node_a)),
+                      body=msgspec.json.encode(body), now=received)
+    assert stored() == 1
+    status = NodeStatus.objects.get(node=fleet.node_a)
+    assert status.last_seen == received
+    assert ModuleStatus.objects.get(module=fleet.mod_a[0]).last_seen == received

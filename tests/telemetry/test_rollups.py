@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
+import msgspec
 import pytest
+from django.db import connection
 from django.utils import timezone
 
+from apps.telemetry import partitions
 from apps.telemetry.choices import AgentKind
 from apps.telemetry.models import (
     AgentToken,
@@ -86,34 +90,96 @@ def test_it_is_idempotent_and_picks_up_late_samples(fleet: Fleet) -> None:
     assert StageRollup.objects.get(minute=late).count == 400
 
 
-def test_it_deletes_raw_samples_and_rollups_past_retention(fleet: Fleet, settings: Any) -> None:
+def test_it_drops_exactly_the_expired_partitions(fleet: Fleet) -> None:
+    """Raw retention drops every partition wholly older than the cutoff, and no other;
+    rollups and batch ids past their retention are deleted as before."""
     now = timezone.now()
     ingest_minute(fleet, minute_ago(1))
     telemetry_rollup()
-    old_raw = now - dt.timedelta(hours=49)
-    NodeSample.objects.create(time=old_raw, node_id=fleet.node_a.pk, cpu_util=0.1, mem_util=0.1, load1=0,
-                              in_flight=0, threads=1)
-    StageSample.objects.create(time=old_raw, tier_id=fleet.tier.pk, stage="intent", window_s=10, count=1,
-                               p50_ms=1, p95_ms=1, p99_ms=1, max_ms=1)
-    NodeRollup.objects.create(node_id=fleet.node_a.pk, minute=now - dt.timedelta(days=31), samples=1,
-                              cpu_util_mean=0, cpu_util_max=0, mem_util_mean=0, mem_util_max=0, load1_mean=0,
-                              in_flight_mean=0, in_flight_max=0, threads_max=0)
-    NodeRollup.objects.create(node_id=fleet.node_a.pk, minute=now - dt.timedelta(days=29), samples=1,
-                              cpu_util_mean=0, cpu_util_max=0, mem_util_mean=0, mem_util_max=0, load1_mean=0,
-                              in_flight_mean=0, in_flight_max=0, threads_max=0)
-    IngestBatch.objects.filter(batch_id__startswith="m-node").update(received_at=old_raw)
+    hour = dt.timedelta(hours=1)
+    cutoff = now - dt.timedelta(hours=48)
+    # Rows in the hours around the cutoff, each in its own partition.
+    times = [cutoff - 3 * hour, cutoff - 2 * hour, cutoff - dt.timedelta(minutes=1), cutoff + hour]
+    with connection.cursor() as cur:
+        for t in times:
+            partitions.create(cur, "telemetry_nodesample", [partitions.partition_start(t)])
+            partitions.create(cur, "telemetry_stagesample", [partitions.partition_start(t)])
+    for t in times:
+        NodeSample.objects.create(time=t, node_id=fleet.node_a.pk, cpu_util=0.1, mem_util=0.1, load1=0,
+                                  in_flight=0, threads=1)
+        StageSample.objects.create(time=t, tier_id=fleet.tier.pk, stage="intent", window_s=10, count=1,
+                                   p50_ms=1, p95_ms=1, p99_ms=1, max_ms=1)
+    for days in (31, 29):
+        NodeRollup.objects.create(node_id=fleet.node_a.pk, minute=now - dt.timedelta(days=days), samples=1,
+                                  cpu_util_mean=0, cpu_util_max=0, mem_util_mean=0, mem_util_max=0, load1_mean=0,
+                                  in_flight_mean=0, in_flight_max=0, threads_max=0)
+    IngestBatch.objects.filter(batch_id__startswith="m-node").update(received_at=cutoff - hour)
+    with connection.cursor() as cur:
+        before = partitions.list_partitions(cur, "telemetry_nodesample")
+    expired = sorted(name for name, _lo, hi in before if hi <= cutoff)
+    assert expired == sorted({partitions.partition_name("telemetry_nodesample", partitions.partition_start(t))
+                              for t in times if partitions.partition_start(t) + hour <= cutoff})
+    assert len(expired) >= 2
 
-    deleted = telemetry_retention()
+    deleted = telemetry_retention(now=now)
 
-    assert deleted["nodesample"] == 1 and deleted["stagesample"] == 1 and deleted["noderollup"] == 1
-    assert NodeSample.objects.filter(time__lt=now - dt.timedelta(hours=48)).count() == 0
-    assert NodeSample.objects.count() == 3
+    assert sorted(deleted["nodesample"]) == expired
+    assert len(deleted["stagesample"]) == len(expired)
+    with connection.cursor() as cur:
+        after = partitions.list_partitions(cur, "telemetry_nodesample")
+    assert sorted(name for name, _lo, _hi in after) == sorted(name for name, _lo, _hi in before
+                                                               if name not in expired)
+    # Only whole partitions go: the row a minute past the cutoff shares a live partition and stays.
+    kept = set(NodeSample.objects.values_list("time", flat=True))
+    assert kept == {t for t in times if partitions.partition_start(t) + hour > cutoff} | set(
+        NodeSample.objects.filter(time__gte=minute_ago(1)).values_list("time", flat=True))
+    assert deleted["noderollup"] == 1
     assert NodeRollup.objects.count() == 2  # this minute's and the 29-day-old one
     assert not IngestBatch.objects.filter(batch_id__startswith="m-node").exists()
 
 
 def test_it_honours_shorter_retention_settings(fleet: Fleet, settings: Any) -> None:
-    ingest_minute(fleet, minute_ago(3))
-    settings.TELEMETRY_RAW_RETENTION_HOURS = 0.01  # 36 s
+    ingest_minute(fleet, timezone.now().replace(minute=0, second=0, microsecond=0) - dt.timedelta(hours=3))
+    ingest_minute(fleet, minute_ago(1), batch="now")
+    assert NodeSample.objects.count() == 6
+    settings.TELEMETRY_RAW_RETENTION_HOURS = 1
     telemetry_retention()
-    assert NodeSample.objects.count() == 0
+    assert NodeSample.objects.count() == 3  # the partition three hours back went whole
+
+
+def test_it_never_deletes_a_batch_still_in_the_buffer(fleet: Fleet) -> None:
+    from apps.telemetry.services import identity_of, telemetry_receive
+
+    token = AgentToken.objects.get(node=fleet.node_a)
+    body = {"batch_id": "buffered-1", "node_samples": [node_sample("n-a", minute_ago(1), ["A-0"])]}
+    telemetry_receive(identity=identity_of(token), body=msgspec.json.encode(body))
+    IngestBatch.objects.update(received_at=timezone.now() - dt.timedelta(hours=50))
+    telemetry_retention()
+    assert IngestBatch.objects.filter(batch_id="buffered-1", stored_at__isnull=True).exists()
+
+
+def test_it_rolls_up_only_the_minutes_that_received_rows(fleet: Fleet) -> None:
+    ingest_minute(fleet, minute_ago(3))
+    ingest_minute(fleet, minute_ago(30), batch="older")
+    first = telemetry_rollup()
+    assert first["minutes"] == 2 and first["ranges"]["node"] == 2
+    assert telemetry_rollup()["minutes"] == 0  # nothing new since
+    next_minute = minute_ago(2)
+    ingest_minute(fleet, next_minute, batch="next")
+    again = telemetry_rollup()
+    assert again["minutes"] == 1 and again["rows"]["noderollup"] == 1
+    assert NodeRollup.objects.get(minute=next_minute).samples == 3
+
+
+def test_it_reads_only_the_partitions_a_rollup_needs(fleet: Fleet) -> None:
+    from apps.telemetry.services import _ROLLUPS
+
+    start = minute_ago(1)
+    with connection.cursor() as cur:
+        partitions.create(cur, "telemetry_nodesample",
+                          partitions.starts_between(start - dt.timedelta(hours=5), start + dt.timedelta(hours=2)))
+        select = _ROLLUPS["node"][0].split("SELECT", 1)[1].split("ON CONFLICT")[0]
+        cur.execute("EXPLAIN SELECT" + select, [start, start + dt.timedelta(minutes=1)])
+        plan = "\n".join(r[0] for r in cur.fetchall())
+    scanned = set(re.findall(r"telemetry_nodesample_p\d{10}", plan))
+    assert scanned == {partitions.partition_name("telemetry_nodesample", partitions.partition_start(start))}

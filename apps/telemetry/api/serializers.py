@@ -4,25 +4,48 @@ whole-batch, errors by path)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
+from apps.common.serializers import ErrorSerializer
 from apps.inventory.choices import TierKind
-from apps.telemetry.choices import ACK_STATES, Stage
-from apps.telemetry.models import NodeCommand
+from apps.inventory.models import Node
+from apps.telemetry import sketch
+from apps.telemetry.choices import ACK_STATES, AgentKind, Stage
+from apps.telemetry.models import AgentToken, NodeCommand
+from apps.telemetry.services import MAX_ROTATION_OVERLAP_S
 
 # ---- ingest (schema) --------------------------------------------------------------------------
 
 
+NULL_V2 = "; null (contract 2) when the agent does not know"
+
+
 class ModuleSampleIn(serializers.Serializer):
     serial = serializers.CharField()
-    util = serializers.FloatField(min_value=0, max_value=1, help_text="Utilisation, fraction 0..1")
-    temp_c = serializers.FloatField()
-    power_w = serializers.FloatField(min_value=0)
-    link_width = serializers.IntegerField(min_value=0, max_value=32, help_text="PCIe lanes trained")
-    link_width_expected = serializers.IntegerField(min_value=0, max_value=32, help_text="PCIe lanes expected")
-    ecc_corrected = serializers.IntegerField(min_value=0, help_text="Cumulative since boot")
-    ecc_uncorrected = serializers.IntegerField(min_value=0, help_text="Cumulative since boot")
-    errors = serializers.IntegerField(min_value=0, help_text="Cumulative since boot")  # type: ignore[assignment]
+    util = serializers.FloatField(min_value=0, max_value=1, allow_null=True,
+                                  help_text="Utilisation, fraction 0..1" + NULL_V2)
+    temp_c = serializers.FloatField(min_value=-60, max_value=250, allow_null=True, help_text="°C" + NULL_V2)
+    power_w = serializers.FloatField(min_value=0, allow_null=True, help_text="Watts" + NULL_V2)
+    link_width = serializers.IntegerField(min_value=0, max_value=32, allow_null=True,
+                                          help_text="PCIe lanes trained" + NULL_V2)
+    link_width_expected = serializers.IntegerField(min_value=0, max_value=32, allow_null=True,
+                                                   help_text="PCIe lanes expected" + NULL_V2)
+    ecc_corrected = serializers.IntegerField(min_value=0, allow_null=True, help_text="Cumulative since boot" + NULL_V2)
+    ecc_uncorrected = serializers.IntegerField(min_value=0, allow_null=True,
+                                               help_text="Cumulative since boot" + NULL_V2)
+    errors = serializers.IntegerField(min_value=0, allow_null=True,  # type: ignore[assignment]
+                                      help_text="Cumulative since boot" + NULL_V2)
+
+
+class HistogramIn(serializers.Serializer):
+    offset = serializers.IntegerField(min_value=sketch.MIN_INDEX, max_value=sketch.MAX_INDEX,
+                                      help_text="Bucket index of counts[0]")
+    counts = serializers.ListField(child=serializers.IntegerField(min_value=0), min_length=1,
+                                   max_length=sketch.MAX_BUCKETS,
+                                   help_text="counts[k]: latencies in bucket offset + k, bucket i holding "
+                                             "(gamma^(i-1), gamma^i] ms, gamma = 1.01 / 0.99")
 
 
 class NodeSampleIn(serializers.Serializer):
@@ -31,9 +54,23 @@ class NodeSampleIn(serializers.Serializer):
     cpu_util = serializers.FloatField(min_value=0, max_value=1)
     mem_util = serializers.FloatField(min_value=0, max_value=1)
     load1 = serializers.FloatField(min_value=0)
-    in_flight = serializers.IntegerField(min_value=0)
+    in_flight = serializers.IntegerField(min_value=0, allow_null=True,
+                                         help_text="Requests in flight on the node" + NULL_V2)
     threads = serializers.IntegerField(min_value=0)
     modules = ModuleSampleIn(many=True, required=False)
+    latency = serializers.DictField(child=HistogramIn(), required=False, allow_null=True,
+                                    help_text="Contract 3: per stage, a log-bucket histogram of the latencies "
+                                              "of the requests the node served since its previous sample")
+
+
+class EndpointFiguresIn(serializers.Serializer):
+    endpoint = serializers.CharField(help_text="The external endpoint's name; an endpoint of the sample's tier")
+    requests = serializers.IntegerField(min_value=0, help_text="Requests sent to it in the window")
+    errors = serializers.IntegerField(min_value=0,  # type: ignore[assignment]
+                                      help_text="Of those, the ones that failed (at most requests)")
+    tokens = serializers.IntegerField(min_value=0, help_text="Tokens counted against its quota (input + output)")
+    p95_ms = serializers.FloatField(min_value=0, allow_null=True,
+                                    help_text="Latency p95 of its requests in the window, ms; null when none")
 
 
 class TierSampleIn(serializers.Serializer):
@@ -45,6 +82,8 @@ class TierSampleIn(serializers.Serializer):
     completions = serializers.IntegerField(min_value=0)
     input_tokens = serializers.IntegerField(min_value=0, required=False)
     output_tokens = serializers.IntegerField(min_value=0, required=False)
+    endpoints = EndpointFiguresIn(many=True, required=False,
+                                  help_text="Contract 3: the gateway's figures per external endpoint of the tier")
 
 
 class StageSampleIn(serializers.Serializer):
@@ -60,6 +99,8 @@ class StageSampleIn(serializers.Serializer):
 
 
 class TelemetryBatchIn(serializers.Serializer):
+    contract = serializers.IntegerField(required=False, help_text="Wire contract version (docs/agent-protocol.md); "
+                                        "absent = 1. An unknown version is refused with the versions spoken")
     batch_id = serializers.RegexField(r"^[A-Za-z0-9._:-]{8,64}$", help_text="Resending a stored id writes nothing")
     node_samples = NodeSampleIn(many=True, required=False, help_text="Node keys only; at most 1000")
     tier_samples = TierSampleIn(many=True, required=False, help_text="The gateway key only; at most 1000")
@@ -77,6 +118,12 @@ class IngestResultSerializer(serializers.Serializer):
     batch_id = serializers.CharField()
     duplicate = serializers.BooleanField()
     accepted = AcceptedCounts()
+
+
+class TelemetryRejectionSerializer(ErrorSerializer):
+    """A refused batch: every problem by path, and the contract versions spoken when the batch's is not one."""
+
+    contract_versions = serializers.ListField(child=serializers.IntegerField(), required=False)
 
 
 # ---- command channel --------------------------------------------------------------------------
@@ -99,8 +146,9 @@ class NodeCommandSerializer(serializers.ModelSerializer):
     class Meta:
         model = NodeCommand
         fields = ["id", "node", "node_hostname", "kind", "args", "reason", "state", "created_at",
-                  "created_by_name", "expires_at", "delivered_at", "finished_at", "result"]
-        read_only_fields = ["state", "created_at", "created_by_name", "delivered_at", "finished_at", "result"]
+                  "created_by_name", "expires_at", "delivered_at", "progress_at", "finished_at", "result"]
+        read_only_fields = ["state", "created_at", "created_by_name", "delivered_at", "progress_at", "finished_at",
+                            "result"]
         extra_kwargs = {"reason": {"required": False}, "expires_at": {"required": False}}
 
     def validate_kind(self, value: str) -> str:
@@ -114,57 +162,138 @@ class NodeCommandSerializer(serializers.ModelSerializer):
         return value
 
 
+# ---- agent keys -----------------------------------------------------------------------------------
+
+
+class AgentTokenSerializer(serializers.ModelSerializer):
+    node_hostname = serializers.CharField(source="node.hostname", read_only=True, allow_null=True, default=None)
+    is_active = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = AgentToken
+        fields = ["id", "kind", "node", "node_hostname", "key_prefix", "note", "created_at", "created_by",
+                  "last_used_at", "revoked_at", "expires_at", "rotated_to", "is_active"]
+        read_only_fields = fields
+
+
+class AgentTokenIssueSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=AgentKind.choices)
+    node = serializers.PrimaryKeyRelatedField(queryset=Node.objects.all(), required=False, allow_null=True)
+    note = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["kind"] == AgentKind.NODE and attrs.get("node") is None:
+            raise serializers.ValidationError({"node": ["a node agent's key needs its node"]})
+        if attrs["kind"] == AgentKind.GATEWAY and attrs.get("node") is not None:
+            raise serializers.ValidationError({"node": ["the gateway's key belongs to no node"]})
+        return attrs
+
+
+class AgentTokenRotateSerializer(serializers.Serializer):
+    overlap_s = serializers.IntegerField(
+        min_value=0, max_value=MAX_ROTATION_OVERLAP_S, default=3600,
+        help_text="Seconds the old key keeps working beside the new one (default 1 h, at most 30 days)")
+    note = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
+
+
+class AgentTokenKeySerializer(serializers.Serializer):
+    token = AgentTokenSerializer()
+    key = serializers.CharField(help_text="The new key, shown only in this answer (only its hash is stored)")
+    replaces = AgentTokenSerializer(required=False, allow_null=True, help_text="The rotated key, with its expiry")
+
+
 # ---- fleet (response shapes) --------------------------------------------------------------------
 
 
-class MeanP95(serializers.Serializer):
-    mean = serializers.FloatField(allow_null=True, help_text="Mean of the node-minutes in the window")
-    p95 = serializers.FloatField(allow_null=True, help_text="95th percentile of the node-minutes in the window")
-    now = serializers.FloatField(allow_null=True, help_text="Mean of the latest samples (last 2 minutes)")
-
-
-class NodeCounts(serializers.Serializer):
-    active = serializers.IntegerField()
-    standby = serializers.IntegerField()
-    draining = serializers.IntegerField()
-    total = serializers.IntegerField()
-    reporting = serializers.IntegerField(help_text="Nodes with a sample in the last 2 minutes")
-    by_state = serializers.DictField(child=serializers.IntegerField())
-
-
-class QueueDepthNow(serializers.Serializer):
-    now = serializers.IntegerField(allow_null=True)
-    time = serializers.DateTimeField(allow_null=True)
-    mean = serializers.FloatField(allow_null=True)
-    max = serializers.IntegerField(allow_null=True)
+EXACT_HELP = ("true: from the nodes' latency histograms, each percentile within 1 % of the exact one over "
+              "every latency of the range; false: merged from the gateway's per-window summaries (p50 their "
+              "count-weighted mean, p95/p99/max the worst minute), an approximation")
 
 
 class StageSummary(serializers.Serializer):
     stage = serializers.ChoiceField(choices=Stage.choices)
     count = serializers.IntegerField()
-    p50_ms = serializers.FloatField(allow_null=True, help_text="Count-weighted mean of the minutes' p50")
-    p95_ms = serializers.FloatField(allow_null=True, help_text="Worst minute")
-    p99_ms = serializers.FloatField(allow_null=True, help_text="Worst minute")
+    p50_ms = serializers.FloatField(allow_null=True)
+    p95_ms = serializers.FloatField(allow_null=True)
+    p99_ms = serializers.FloatField(allow_null=True)
     max_ms = serializers.FloatField(allow_null=True)
+    exact = serializers.BooleanField(default=False, help_text=EXACT_HELP)
+
+
+class StageLatest(serializers.Serializer):
+    stage = serializers.ChoiceField(choices=Stage.choices)
+    count = serializers.IntegerField()
+    p50_ms = serializers.FloatField(allow_null=True)
+    p95_ms = serializers.FloatField(allow_null=True)
+    p99_ms = serializers.FloatField(allow_null=True)
+
+
+class TierWindow(serializers.Serializer):
+    minutes = serializers.IntegerField()
+    since = serializers.DateTimeField(help_text="Start of the window; the default 15 minutes end at the last "
+                                                "rollup run (at most about two minutes ago)")
+    cpu_util_mean = serializers.FloatField(allow_null=True, required=False,
+                                           help_text="Mean over the node-minutes of the window")
+    cpu_util_p95 = serializers.FloatField(allow_null=True, required=False)
+    module_util_mean = serializers.FloatField(allow_null=True, required=False)
+    module_util_p95 = serializers.FloatField(allow_null=True, required=False)
+    queue_depth_mean = serializers.FloatField(allow_null=True, required=False)
+    queue_depth_max = serializers.IntegerField(allow_null=True, required=False)
+    requests_per_s = serializers.FloatField(allow_null=True, required=False)
+    completions_per_s = serializers.FloatField(allow_null=True, required=False)
+    input_tokens_per_s = serializers.FloatField(allow_null=True, required=False)
+    output_tokens_per_s = serializers.FloatField(allow_null=True, required=False)
+    stages = StageSummary(many=True)
 
 
 class TierSnapshot(serializers.Serializer):
+    """One tier of the fleet snapshot; docs/telemetry.md defines each figure."""
+
+    id = serializers.IntegerField()
     kind = serializers.CharField(help_text="The tier's kind, as in ?tier=")
     name = serializers.CharField()
     level = serializers.IntegerField()
-    nodes = NodeCounts()
-    cpu_util = MeanP95()
-    module_util = MeanP95()
-    queue_depth = QueueDepthNow()
+    min_active = serializers.IntegerField()
+    max_active = serializers.IntegerField()
+    by_state = serializers.DictField(child=serializers.IntegerField(), help_text="Nodes per state")
+    total = serializers.IntegerField(help_text="Nodes not retired")
+    standby = serializers.IntegerField()
+    active = serializers.IntegerField(help_text="Nodes taking new work: the tier's capacity")
+    cordoned = serializers.IntegerField()
+    draining = serializers.IntegerField()
+    drained = serializers.IntegerField()
+    maintenance = serializers.IntegerField()
+    unreachable = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    held = serializers.IntegerField(help_text="cordoned + draining + drained")
+    out = serializers.IntegerField(help_text="unreachable + failed")
+    reporting = serializers.IntegerField(help_text="Nodes (not retired) whose latest report is fresh")
+    serving = serializers.IntegerField(help_text="active + cordoned + draining: nodes still doing work")
+    cpu_util = serializers.FloatField(allow_null=True, help_text="Mean CPU of the active nodes reporting, 0-1")
+    busy_nodes = serializers.FloatField(allow_null=True, help_text="The serving nodes' CPU work in "
+                                        "node-equivalents (their mean CPU × their count)")
+    serving_modules = serializers.IntegerField(help_text="Healthy or degraded modules on active nodes")
+    module_util = serializers.FloatField(allow_null=True, help_text="Mean utilisation of the serving modules "
+                                         "reporting, 0-1")
+    busy_modules = serializers.FloatField(allow_null=True, help_text="The serving nodes' module work in "
+                                          "module-equivalents")
+    in_flight = serializers.IntegerField(allow_null=True, help_text="Requests in flight on the reporting nodes")
+    queue_depth = serializers.IntegerField(allow_null=True, help_text="The gateway's newest, if fresh")
+    queue_time = serializers.DateTimeField(allow_null=True)
     requests_per_s = serializers.FloatField(allow_null=True)
     completions_per_s = serializers.FloatField(allow_null=True)
-    stages = StageSummary(many=True)
+    output_tokens_per_s = serializers.FloatField(allow_null=True)
+    stages = StageLatest(many=True, help_text="The newest latency summary per stage")
+    window = TierWindow(required=False)
 
 
 class FleetSnapshotSerializer(serializers.Serializer):
     time = serializers.DateTimeField()
-    window_minutes = serializers.IntegerField()
+    fresh_s = serializers.IntegerField(help_text="A report counts as fresh this many seconds after it arrived")
     tiers = TierSnapshot(many=True)
+    node_fields = serializers.ListField(child=serializers.CharField(), required=False)
+    nodes = serializers.ListField(child=serializers.ListField(), required=False,
+                                  help_text="With ?nodes=1: one row per node, columns as node_fields")
 
 
 class QueuePoint(serializers.Serializer):
@@ -188,16 +317,19 @@ class TierQueueSeries(serializers.Serializer):
 
 class QueueDepthSeriesSerializer(serializers.Serializer):
     minutes = serializers.IntegerField()
+    step_minutes = serializers.IntegerField(
+        help_text="Minutes per point: 1 up to 6 h; longer ranges are merged into bins of whole minutes")
     tiers = TierQueueSeries(many=True)
 
 
 class LatencyPoint(serializers.Serializer):
     minute = serializers.DateTimeField()
     count = serializers.IntegerField()
-    p50_ms = serializers.FloatField()
-    p95_ms = serializers.FloatField()
-    p99_ms = serializers.FloatField()
-    max_ms = serializers.FloatField()
+    p50_ms = serializers.FloatField(allow_null=True)
+    p95_ms = serializers.FloatField(allow_null=True)
+    p99_ms = serializers.FloatField(allow_null=True)
+    max_ms = serializers.FloatField(allow_null=True)
+    exact = serializers.BooleanField(default=False, help_text=EXACT_HELP)
 
 
 class StageSeries(serializers.Serializer):
@@ -212,7 +344,19 @@ class TierStageSeries(serializers.Serializer):
 
 class StageLatencySeriesSerializer(serializers.Serializer):
     minutes = serializers.IntegerField()
+    step_minutes = serializers.IntegerField(
+        help_text="Minutes per point: 1 up to 6 h; longer ranges are merged into bins of whole minutes")
     tiers = TierStageSeries(many=True)
+
+
+class LatencyPercentilesSerializer(serializers.Serializer):
+    scope = serializers.ChoiceField(choices=["fleet", "tier", "node"])
+    tier = serializers.CharField(allow_null=True, help_text="The tier's kind (scope tier)")
+    node = serializers.IntegerField(allow_null=True, help_text="The node's id (scope node)")
+    minutes = serializers.IntegerField()
+    since = serializers.DateTimeField(help_text="First minute of the range")
+    until = serializers.DateTimeField(help_text="End of the range (the minute after the current one)")
+    stages = StageSummary(many=True, help_text="Stages with latencies in the range; always exact")
 
 
 class NodeRef(serializers.Serializer):
@@ -228,7 +372,7 @@ class NodeLatest(serializers.Serializer):
     cpu_util = serializers.FloatField()
     mem_util = serializers.FloatField()
     load1 = serializers.FloatField()
-    in_flight = serializers.IntegerField()
+    in_flight = serializers.IntegerField(allow_null=True)
     threads = serializers.IntegerField()
 
 
@@ -238,32 +382,32 @@ class NodePoint(serializers.Serializer):
     cpu_util_max = serializers.FloatField()
     mem_util_mean = serializers.FloatField()
     load1_mean = serializers.FloatField()
-    in_flight_mean = serializers.FloatField()
-    in_flight_max = serializers.IntegerField()
+    in_flight_mean = serializers.FloatField(allow_null=True)
+    in_flight_max = serializers.IntegerField(allow_null=True)
 
 
 class ModuleLatest(serializers.Serializer):
     time = serializers.DateTimeField()
-    util = serializers.FloatField()
-    temp_c = serializers.FloatField()
-    power_w = serializers.FloatField()
-    link_width = serializers.IntegerField()
-    link_width_expected = serializers.IntegerField()
-    ecc_corrected = serializers.IntegerField()
-    ecc_uncorrected = serializers.IntegerField()
-    errors = serializers.IntegerField()  # type: ignore[assignment]
+    util = serializers.FloatField(allow_null=True)
+    temp_c = serializers.FloatField(allow_null=True)
+    power_w = serializers.FloatField(allow_null=True)
+    link_width = serializers.IntegerField(allow_null=True)
+    link_width_expected = serializers.IntegerField(allow_null=True)
+    ecc_corrected = serializers.IntegerField(allow_null=True)
+    ecc_uncorrected = serializers.IntegerField(allow_null=True)
+    errors = serializers.IntegerField(allow_null=True)  # type: ignore[assignment]
 
 
 class ModulePoint(serializers.Serializer):
     minute = serializers.DateTimeField()
-    util_mean = serializers.FloatField()
-    temp_c_max = serializers.FloatField()
-    power_w_mean = serializers.FloatField()
-    link_width_min = serializers.IntegerField()
-    link_width_expected = serializers.IntegerField()
-    ecc_corrected = serializers.IntegerField()
-    ecc_uncorrected = serializers.IntegerField()
-    errors = serializers.IntegerField()  # type: ignore[assignment]
+    util_mean = serializers.FloatField(allow_null=True)
+    temp_c_max = serializers.FloatField(allow_null=True)
+    power_w_mean = serializers.FloatField(allow_null=True)
+    link_width_min = serializers.IntegerField(allow_null=True)
+    link_width_expected = serializers.IntegerField(allow_null=True)
+    ecc_corrected = serializers.IntegerField(allow_null=True)
+    ecc_uncorrected = serializers.IntegerField(allow_null=True)
+    errors = serializers.IntegerField(allow_null=True)  # type: ignore[assignment]
 
 
 class ModuleHistory(serializers.Serializer):

@@ -5,33 +5,41 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import Http404
-from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, viewsets
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.exceptions import ValidationError
+from rest_framework.decorators import action
+from rest_framework.exceptions import AuthenticationFailed, ValidationError
+from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.common.authentication import TokenAuthentication
-from apps.common.permissions import IsViewer, ViewerReadOperatorWrite
+from apps.common.permissions import AdminOnly, IsViewer, ViewerReadOperatorWrite
 from apps.inventory.choices import TierKind
 from apps.inventory.models import Node, Tier
 from apps.telemetry import selectors, services
+from apps.telemetry.api.responses import accepted, rejection
 from apps.telemetry.api.serializers import (
     AgentCommandSerializer,
     AgentSelfSerializer,
+    AgentTokenIssueSerializer,
+    AgentTokenKeySerializer,
+    AgentTokenRotateSerializer,
+    AgentTokenSerializer,
     CommandAckSerializer,
     FleetSnapshotSerializer,
     IngestResultSerializer,
+    LatencyPercentilesSerializer,
     NodeCommandSerializer,
     NodeHistorySerializer,
     QueueDepthSeriesSerializer,
     StageLatencySeriesSerializer,
     TelemetryBatchIn,
+    TelemetryRejectionSerializer,
 )
-from apps.telemetry.authentication import AgentTokenAuthentication
+from apps.telemetry.authentication import AgentTokenAuthentication, agent_key
 from apps.telemetry.filtersets import NodeCommandFilterSet
 from apps.telemetry.models import AgentToken, NodeCommand
 from apps.telemetry.permissions import IsAgent, IsNodeAgent, agent_token
@@ -47,16 +55,14 @@ def _token(request: Request) -> AgentToken:
     return token
 
 
-def _rejected(exc: BatchRejected) -> Response:
-    if exc.status == status.HTTP_400_BAD_REQUEST:
-        raise ValidationError(exc.errors)
-    parts = [f"{path}: {m}" for path, messages in exc.errors.items() for m in messages]
-    return Response({"detail": "; ".join(parts[:5]), "errors": exc.errors}, status=exc.status)
-
-
 class TelemetryIngestView(APIView):
     """A batch of telemetry from a node agent (its own node's samples) or the gateway
-    (tier and stage samples). Validated whole, written in one transaction or not at all."""
+    (tier and stage samples). Validated whole; 202 means it is durably accepted and
+    will be stored exactly once (within about a second), 200 that it was already.
+
+    Under the ASGI server, agents' requests take the lean path in
+    ``apps/telemetry/api/asgi.py``; this view answers the same way (it runs the
+    same service) for other callers and documents the endpoint."""
 
     authentication_classes = AGENT_AUTH
     permission_classes = [IsAgent]
@@ -66,17 +72,26 @@ class TelemetryIngestView(APIView):
         responses={
             202: IngestResultSerializer,
             200: OpenApiResponse(IngestResultSerializer, description="a resent batch id: nothing written"),
-            400: OpenApiResponse(description='{"detail", "errors": {"node_samples[3].cpu_util": [msg]}}'),
-            403: OpenApiResponse(description="a sample this key may not write"),
+            400: OpenApiResponse(TelemetryRejectionSerializer,
+                                 description='errors by path, e.g. {"node_samples[3].cpu_util": [msg]}; an unknown '
+                                             'contract version also lists "contract_versions"'),
+            403: OpenApiResponse(description="a sample this key may not write, or a caller that is not an agent"),
             413: OpenApiResponse(description="body or batch too large"),
+            429: OpenApiResponse(description="over the key's TELEMETRY_RATE; Retry-After says when to send again"),
         },
     )
     def post(self, request: Request) -> Response:
+        identity = services.agent_identity(key=agent_key(request))
+        if identity is None or identity.token_id != _token(request).pk:
+            raise AuthenticationFailed("unknown or revoked agent key")
+        refusal = services.telemetry_rate_refusal(identity)
+        if refusal is not None:
+            return Response(refusal[0], status=429, headers={"Retry-After": str(refusal[1])})
         try:
-            result = services.telemetry_ingest(token=_token(request), payload=request.data)
+            code, data = accepted(services.telemetry_receive(identity=identity, body=request.body))
         except BatchRejected as exc:
-            return _rejected(exc)
-        return Response(result.as_dict(), status=status.HTTP_200_OK if result.duplicate else status.HTTP_202_ACCEPTED)
+            code, data = rejection(exc)
+        return Response(data, status=code)
 
 
 class AgentSelfView(APIView):
@@ -124,13 +139,16 @@ class AgentCommandAckView(APIView):
 
     authentication_classes = AGENT_AUTH
     permission_classes = [IsNodeAgent]
+    conflicts = {"post": "Another answer to a command that has finished already"}
 
     @extend_schema(request=CommandAckSerializer, responses=NodeCommandSerializer)
     def post(self, request: Request, pk: int) -> Response:
-        ser = CommandAckSerializer(data=request.data)
-        ser.is_valid(raise_exception=True)
         node = _token(request).node
         assert node is not None
+        if not NodeCommand.objects.filter(node=node, pk=pk).exists():  # another node's command: none, whatever
+            raise Http404("no such command for this node")            # the body says
+        ser = CommandAckSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
         result = ser.validated_data.get("result") or {}
         if not isinstance(result, dict):
             raise ValidationError({"result": ["must be a JSON object"]})
@@ -161,6 +179,48 @@ class NodeCommandViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixin
         )
 
 
+@extend_schema(tags=["agent keys"])
+class AgentTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Keys of node agents and the gateway (admins only). Only a key's hash is stored: a key is shown once,
+    in the answer that issues it. Rotation issues the replacement and lets the old key work for an overlap
+    window, then refuses it; revocation refuses a key at once."""
+
+    queryset = AgentToken.objects.select_related("node").order_by("-created_at", "-id")
+    serializer_class = AgentTokenSerializer
+    permission_classes = [AdminOnly]
+    filterset_fields = ["kind", "node"]
+    search_fields = ["node__hostname", "key_prefix", "note"]
+
+    @extend_schema(request=AgentTokenIssueSerializer, responses={201: AgentTokenKeySerializer},
+                   operation_id="agent_token_issue")
+    def create(self, request: Request) -> Response:
+        ser = AgentTokenIssueSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        token, key = services.agent_token_issue(kind=ser.validated_data["kind"], node=ser.validated_data.get("node"),
+                                                actor=request.user, note=ser.validated_data["note"])
+        return Response(AgentTokenKeySerializer({"token": token, "key": key, "replaces": None}).data, status=201)
+
+    @extend_schema(request=AgentTokenRotateSerializer, responses={201: AgentTokenKeySerializer,
+                                                                 409: OpenApiResponse(description="revoked, expired "
+                                                                                      "or already rotated")},
+                   operation_id="agent_token_rotate")
+    @action(detail=True, methods=["post"])
+    def rotate(self, request: Request, pk: str) -> Response:
+        ser = AgentTokenRotateSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        old = self.get_object()
+        new, key = services.agent_token_rotate(token=old, overlap_s=ser.validated_data["overlap_s"],
+                                               note=ser.validated_data["note"], actor=request.user)
+        old.refresh_from_db()
+        return Response(AgentTokenKeySerializer({"token": new, "key": key, "replaces": old}).data, status=201)
+
+    @extend_schema(request=None, responses={200: AgentTokenSerializer}, operation_id="agent_token_revoke")
+    @action(detail=True, methods=["post"])
+    def revoke(self, request: Request, pk: str) -> Response:
+        token = services.agent_token_revoke(token=self.get_object(), actor=request.user)
+        return Response(AgentTokenSerializer(token).data)
+
+
 # ---- fleet: snapshot and series (rollups + latest state) ------------------------------------
 
 MAX_MINUTES = 7 * 24 * 60
@@ -189,38 +249,70 @@ def _tier(request: Request) -> Tier | None:
     return tier
 
 
+NODES = OpenApiParameter("nodes", bool, description="Add one row per node (node_fields names the columns)")
+
+
 class FleetSnapshotView(APIView):
-    """Per tier: nodes by state, CPU and module utilisation, queue depth, request
-    rate and per-stage latency over the last ``minutes`` (default 15)."""
+    """The fleet snapshot (the same one the live dashboard's websocket pushes): per tier, node counts by
+    state, the latest CPU and module utilisation, queue depth, request rate and stage latency, and the
+    same figures over the last ``minutes`` of rollups (default 15) under ``window``."""
 
     permission_classes = [IsViewer]
 
-    @extend_schema(parameters=[MINUTES], responses=FleetSnapshotSerializer)
+    @extend_schema(parameters=[MINUTES, NODES], responses=FleetSnapshotSerializer)
     def get(self, request: Request) -> Response:
-        data = selectors.fleet_snapshot(minutes=_minutes(request, 15))
+        nodes = request.query_params.get("nodes", "").lower() in {"1", "true", "yes"}
+        data = selectors.fleet_snapshot(window_minutes=_minutes(request, 15), nodes=nodes)
         return Response(FleetSnapshotSerializer(data).data)
 
 
 class QueueDepthSeriesView(APIView):
-    """Per-minute queue depth and arrival/completion rates per tier (default 60 minutes)."""
+    """Queue depth and arrival/completion rates per tier (default 60 minutes): a point per minute up to
+    6 h, longer ranges merged into bins of ``step_minutes`` in SQL."""
 
     permission_classes = [IsViewer]
 
     @extend_schema(parameters=[TIER, MINUTES], responses=QueueDepthSeriesSerializer)
     def get(self, request: Request) -> Response:
-        data = selectors.queue_depth_series(tier=_tier(request), minutes=_minutes(request, 60))
-        return Response(QueueDepthSeriesSerializer(data).data)
+        # The selector's values are the response as is (the serializer describes it for the schema;
+        # a test compares the two): up to 360 points per tier, not worth a serializer call per field.
+        return Response(selectors.queue_depth_series(tier=_tier(request), minutes=_minutes(request, 60)))
 
 
 class StageLatencySeriesView(APIView):
-    """Per-minute latency (count, p50, p95, p99, max) of the six stages per tier (default 60 minutes)."""
+    """Latency (count, p50, p95, p99, max) of the six stages per tier (default 60 minutes): a point per
+    minute up to 6 h, longer ranges merged into bins of ``step_minutes`` in SQL."""
 
     permission_classes = [IsViewer]
 
     @extend_schema(parameters=[TIER, MINUTES], responses=StageLatencySeriesSerializer)
     def get(self, request: Request) -> Response:
-        data = selectors.stage_latency_series(tier=_tier(request), minutes=_minutes(request, 60))
-        return Response(StageLatencySeriesSerializer(data).data)
+        # As above: up to 6 x 360 points per tier, returned as the selector reads them.
+        return Response(selectors.stage_latency_series(tier=_tier(request), minutes=_minutes(request, 60)))
+
+
+NODE = OpenApiParameter("node", int, description="One node's id (instead of tier)")
+
+
+class LatencyPercentilesView(APIView):
+    """Stage latency percentiles (count, p50, p95, p99, max) of the fleet, one tier (``tier``) or one node
+    (``node``) over the last ``minutes`` (default 60), from the nodes' log-bucket histograms merged in
+    SQL: each within 1 % of the exact percentile of every latency in the range."""
+
+    permission_classes = [IsViewer]
+
+    @extend_schema(parameters=[TIER, NODE, MINUTES], responses=LatencyPercentilesSerializer)
+    def get(self, request: Request) -> Response:
+        tier, raw_node, node = _tier(request), request.query_params.get("node"), None
+        if raw_node:
+            if tier is not None:
+                raise ValidationError({"node": ["give tier or node, not both"]})
+            if raw_node.isdigit() and len(raw_node) <= 18:
+                node = Node.objects.filter(pk=int(raw_node)).first()
+            if node is None:
+                raise ValidationError({"node": [f"no node with id {raw_node}"]})
+        data = selectors.latency_window(minutes=_minutes(request, 60), tier=tier, node=node)
+        return Response(LatencyPercentilesSerializer(data).data)
 
 
 class NodeHistoryView(APIView):

@@ -1,0 +1,352 @@
+"""The ingest write path: accept a validated batch into the durable buffer, and
+store buffered batches into the raw tables (the writer's pass).
+
+Accepting is one statement: the ``IngestBatch`` row, with the batch's rows
+encoded in ``payload``, goes in with ON CONFLICT (scope, batch_id) DO NOTHING.
+When it commits the batch is durable (PostgreSQL's own WAL), and the answer is
+202; a batch id already there is answered 200 duplicate with the counts it was
+accepted with. The web process pays no COPY, no upsert and no lock.
+
+In-process callers (the demo seed, tests) may store a batch at once instead
+(``telemetry_store_now``): the same rows, the same transaction rules.
+
+Storing (``telemetry_store_pending``, run in a loop by ``manage.py
+telemetry_writer``) takes up to ``limit`` buffered batches with FOR UPDATE SKIP
+LOCKED, COPYs all their rows (many nodes' rows in one COPY per table), upserts
+the latest state, notes the minutes due for rollup and marks the batches stored,
+in one transaction: a writer killed at any point leaves every batch either
+stored once or still buffered. Several writers may run; each takes other rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from django.db import connection, transaction
+from django.utils import timezone
+
+from apps.telemetry import partitions
+from apps.telemetry.endpoints import endpoint_minutes_merge
+from apps.telemetry.identity import AgentIdentity
+from apps.telemetry.validation import BatchRejected, ParsedBatch, check_batch_id, raw_retention_hours
+
+logger = logging.getLogger(__name__)
+
+# Columns and their PostgreSQL types, in the order of the rows the decoders build.
+NODE_COLS = ("time", "node_id", "cpu_util", "mem_util", "load1", "in_flight", "threads")
+NODE_TYPES = ("timestamptz", "int8", "float8", "float8", "float8", "int4", "int4")
+MODULE_COLS = ("time", "module_id", "node_id", "util", "temp_c", "power_w", "link_width", "link_width_expected",
+               "ecc_corrected", "ecc_uncorrected", "errors")
+MODULE_TYPES = ("timestamptz", "int8", "int8", "float8", "float8", "float8", "int2", "int2", "int8", "int8", "int8")
+TIER_COLS = ("time", "tier_id", "window_s", "queue_depth", "arrivals", "completions", "input_tokens",
+             "output_tokens")
+TIER_TYPES = ("timestamptz", "int8", "float8", "int4", "int4", "int4", "int8", "int8")
+STAGE_COLS = ("time", "tier_id", "stage", "window_s", "count", "p50_ms", "p95_ms", "p99_ms", "max_ms", "node_id",
+              "errors")
+STAGE_TYPES = ("timestamptz", "int8", "text", "float8", "int4", "float8", "float8", "float8", "float8", "int8",
+               "int4")
+LATENCY_COLS = ("time", "node_id", "stage", "hist_offset", "counts", "count")
+LATENCY_TYPES = ("timestamptz", "int8", "text", "int4", "int4[]", "int4")
+
+# kind -> (raw table, columns, types); the kind names the rollup (RollupDue.kind).
+KINDS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "node": ("telemetry_nodesample", NODE_COLS, NODE_TYPES),
+    "module": ("telemetry_modulesample", MODULE_COLS, MODULE_TYPES),
+    "tier": ("telemetry_tiersample", TIER_COLS, TIER_TYPES),
+    "stage": ("telemetry_stagesample", STAGE_COLS, STAGE_TYPES),
+    "latency": ("telemetry_latencysample", LATENCY_COLS, LATENCY_TYPES),
+}
+
+
+@dataclass
+class IngestResult:
+    batch_id: str
+    duplicate: bool
+    accepted: dict[str, int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"batch_id": self.batch_id, "duplicate": self.duplicate, "accepted": self.accepted}
+
+
+def counts(parsed: ParsedBatch) -> dict[str, int]:
+    return {"node_samples": len(parsed.node_rows), "module_samples": len(parsed.module_rows),
+            "tier_samples": len(parsed.tier_rows), "stage_samples": len(parsed.stage_rows)}
+
+
+# ---- the buffer: encoding and the append statement ------------------------------------------------
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder()
+
+
+def encode_payload(parsed: ParsedBatch) -> bytes:
+    return _encoder.encode({"node": parsed.node_rows, "module": parsed.module_rows, "tier": parsed.tier_rows,
+                            "stage": parsed.stage_rows, "endpoint": parsed.endpoint_rows,
+                            "latency": parsed.latency_rows})
+
+
+APPEND = (
+    "INSERT INTO telemetry_ingestbatch (scope, batch_id, token_id, received_at, min_time, max_time,"
+    " node_samples, module_samples, tier_samples, stage_samples, payload)"
+    " SELECT * FROM unnest(%s::text[], %s::text[], %s::int8[], %s::timestamptz[], %s::timestamptz[],"
+    " %s::timestamptz[], %s::int4[], %s::int4[], %s::int4[], %s::int4[], %s::bytea[])"
+    " ON CONFLICT (scope, batch_id) DO NOTHING RETURNING scope, batch_id"
+)
+STORED = (
+    "SELECT b.scope, b.batch_id, b.node_samples, b.module_samples, b.tier_samples, b.stage_samples"
+    " FROM telemetry_ingestbatch b JOIN unnest(%s::text[], %s::text[]) AS k(scope, batch_id)"
+    " ON b.scope = k.scope AND b.batch_id = k.batch_id"
+)
+
+
+def append_params(items: list[tuple[AgentIdentity, ParsedBatch]], now: dt.datetime) -> list[Any]:
+    """Parameters of ``APPEND`` for several accepted batches (distinct scope+batch_id)."""
+    cols: list[list[Any]] = [[] for _ in range(11)]
+    for identity, parsed in items:
+        row = (identity.scope, parsed.batch_id, identity.token_id, now, parsed.min_time, parsed.max_time,
+               len(parsed.node_rows), len(parsed.module_rows), len(parsed.tier_rows), len(parsed.stage_rows),
+               encode_payload(parsed))
+        for col, value in zip(cols, row, strict=True):
+            col.append(value)
+    return cols
+
+
+def stored_result(row: tuple[Any, ...]) -> IngestResult:
+    _scope, batch_id, n, m, t, s = row
+    return IngestResult(batch_id=batch_id, duplicate=True,
+                        accepted={"node_samples": n, "module_samples": m, "tier_samples": t, "stage_samples": s})
+
+
+def stored_duplicate_of(payload: Any, identity: AgentIdentity) -> IngestResult | None:
+    """For a batch refused by validation: the stored batch of the same id, if any (a resend
+    of a batch taken earlier is a duplicate, whatever has changed since)."""
+    try:
+        batch_id = check_batch_id(payload)
+    except BatchRejected:
+        return None
+    with connection.cursor() as cur:
+        cur.execute(STORED, [[identity.scope], [batch_id]])
+        row = cur.fetchone()
+    return stored_result(row) if row else None
+
+
+def telemetry_accept(*, identity: AgentIdentity, parsed: ParsedBatch, now: dt.datetime | None = None
+                     ) -> IngestResult:
+    """Put a validated batch into the durable buffer (one statement), or find it there."""
+    now = now or timezone.now()
+    with connection.cursor() as cur:
+        cur.execute(APPEND, append_params([(identity, parsed)], now))
+        if cur.fetchone() is not None:
+            return IngestResult(batch_id=parsed.batch_id, duplicate=False, accepted=counts(parsed))
+        cur.execute(STORED, [[identity.scope], [parsed.batch_id]])
+        row = cur.fetchone()
+    assert row is not None  # the conflicting row is committed (ON CONFLICT waits for it)
+    return stored_result(row)
+
+
+# ---- the writer's pass ----------------------------------------------------------------------------
+
+_TAKE = ("SELECT id, payload, received_at FROM telemetry_ingestbatch WHERE stored_at IS NULL ORDER BY id"
+         " LIMIT %s FOR UPDATE SKIP LOCKED")
+
+
+@dataclass
+class StoreResult:
+    batches: int = 0
+    rows: int = 0
+    expired_rows: int = 0
+    partitions_made: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"batches": self.batches, "rows": self.rows, "expired_rows": self.expired_rows,
+                "partitions_made": self.partitions_made}
+
+
+def pending_count() -> int:
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM telemetry_ingestbatch WHERE stored_at IS NULL")
+        return int(cur.fetchone()[0])
+
+
+def telemetry_store_pending(*, limit: int = 1000, now: dt.datetime | None = None) -> StoreResult:
+    """One pass of the writer: store up to ``limit`` buffered batches in one transaction."""
+    try:
+        return _store_pending(limit, now)
+    except BaseException:
+        forget_partitions()  # partitions made in the rolled-back transaction are gone
+        raise
+
+
+def _store_pending(limit: int, now: dt.datetime | None) -> StoreResult:
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute(_TAKE, [limit])
+        taken = cur.fetchall()
+        if not taken:
+            return StoreResult()
+        now = now or timezone.now()
+        rows: dict[str, list[Any]] = {kind: [] for kind in KINDS}
+        seen: dict[str, dict[int, dt.datetime]] = {"node": {}, "module": {}, "tier": {}}
+        endpoint_rows: list[Any] = []
+        for _id, payload, received_at in taken:
+            data = _decoder.decode(bytes(payload))
+            endpoint_rows.extend(data.get("endpoint") or ())
+            for kind in KINDS:
+                items = data.get(kind) or ()
+                rows[kind].extend(items)
+                if kind in seen:
+                    _note_seen(seen[kind], items, received_at)
+        result = _store_rows(cur, rows, seen, now)
+        endpoint_minutes_merge(cur, endpoint_rows, now)
+        ids = [t[0] for t in taken]
+        cur.execute("UPDATE telemetry_ingestbatch SET stored_at = %s, payload = NULL WHERE id = ANY(%s)", [now, ids])
+        result.batches = len(ids)
+    return result
+
+
+def _note_seen(last: dict[int, dt.datetime], items: Any, received_at: dt.datetime) -> None:
+    """When each node, module or tier was last heard from: the receipt of its newest batch."""
+    for r in items:
+        if r[1] not in last or last[r[1]] < received_at:
+            last[r[1]] = received_at
+
+
+def _store_rows(cur: Any, rows: dict[str, list[Any]], seen: dict[str, dict[int, dt.datetime]],
+                now: dt.datetime) -> StoreResult:
+    """COPY the rows, upsert the latest state, note the minutes due for rollup (the caller's transaction)."""
+    result = StoreResult()
+    cutoff = now - dt.timedelta(hours=raw_retention_hours())
+    # Stage rows buffered before the per-node breakdown existed have no node and no errors.
+    rows["stage"] = [r if len(r) == len(STAGE_COLS) else (*r, None, 0) for r in rows["stage"]]
+    for kind, (table, cols, types) in KINDS.items():
+        kept = [r for r in rows[kind] if r[0] >= cutoff]
+        result.expired_rows += len(rows[kind]) - len(kept)
+        rows[kind] = kept
+        if kept:
+            result.partitions_made += _ensure_partitions(cur, table, kept)
+            _copy(cur, table, cols, types, kept)
+            result.rows += len(kept)
+    _upsert_status(cur, "telemetry_nodestatus", "node_id", NODE_COLS, NODE_TYPES, _latest(rows["node"], 1),
+                   seen["node"], "inventory_node")
+    _upsert_status(cur, "telemetry_modulestatus", "module_id", MODULE_COLS, MODULE_TYPES,
+                   _latest(rows["module"], 1), seen["module"], "inventory_module")
+    _upsert_status(cur, "telemetry_tierstatus", "tier_id", TIER_COLS, TIER_TYPES, _latest(rows["tier"], 1),
+                   seen["tier"], "inventory_tier")
+    _mark_due(cur, rows)
+    return result
+
+
+_INSERT_STORED = (
+    "INSERT INTO telemetry_ingestbatch (scope, batch_id, token_id, received_at, min_time, max_time,"
+    " node_samples, module_samples, tier_samples, stage_samples, stored_at)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (scope, batch_id) DO NOTHING RETURNING id"
+)
+
+
+def telemetry_store_now(*, identity: AgentIdentity, parsed: ParsedBatch, now: dt.datetime | None = None
+                        ) -> IngestResult:
+    """Accept and store a validated batch at once, in one transaction, bypassing the buffer
+    (in-process callers: the demo seed, tests, benchmarks). A batch id already taken writes nothing."""
+    now = now or timezone.now()
+    try:
+        with transaction.atomic(), connection.cursor() as cur:
+            n = counts(parsed)
+            cur.execute(_INSERT_STORED, [identity.scope, parsed.batch_id, identity.token_id, now, parsed.min_time,
+                                         parsed.max_time, n["node_samples"], n["module_samples"],
+                                         n["tier_samples"], n["stage_samples"], now])
+            if cur.fetchone() is None:
+                cur.execute(STORED, [[identity.scope], [parsed.batch_id]])
+                row = cur.fetchone()
+                assert row is not None
+                return stored_result(row)
+            rows = {"node": parsed.node_rows, "module": parsed.module_rows, "tier": parsed.tier_rows,
+                    "stage": parsed.stage_rows, "latency": parsed.latency_rows}
+            seen: dict[str, dict[int, dt.datetime]] = {"node": {}, "module": {}, "tier": {}}
+            for kind, last in seen.items():
+                _note_seen(last, rows[kind], now)
+            _store_rows(cur, {k: list(v) for k, v in rows.items()}, seen, now)
+            endpoint_minutes_merge(cur, parsed.endpoint_rows, now)
+    except BaseException:
+        forget_partitions()
+        raise
+    return IngestResult(batch_id=parsed.batch_id, duplicate=False, accepted=n)
+
+
+# Partition starts known to exist, per table (a cache: a miss costs one catalog query).
+_known_partitions: dict[str, set[dt.datetime]] = {}
+
+
+def _ensure_partitions(cur: Any, table: str, rows: list[Any]) -> int:
+    hours = partitions.partition_hours()
+    needed = {partitions.partition_start(r[0], hours) for r in rows}
+    known = _known_partitions.setdefault(table, set())
+    missing = needed - known
+    if not missing:
+        return 0
+    made = partitions.create(cur, table, missing, hours)
+    known.update(missing)
+    return len(made)
+
+
+def forget_partitions() -> None:
+    """After partitions were dropped (retention, tests)."""
+    _known_partitions.clear()
+
+
+def _copy(cur: Any, table: str, cols: tuple[str, ...], types: tuple[str, ...], rows: list[Any]) -> None:
+    """COPY rows into ``table`` (psycopg 3, binary format), inside the caller's transaction."""
+    with cur.cursor.copy(f"COPY {table} ({', '.join(cols)}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(list(types))
+        for row in rows:
+            copy.write_row(row)
+
+
+def _latest(rows: list[Any], key: int) -> list[Any]:
+    """The newest row per entity (column ``key``), sorted by entity (upserts cannot deadlock)."""
+    best: dict[Any, Any] = {}
+    for row in rows:
+        cur = best.get(row[key])
+        if cur is None or row[0] >= cur[0]:
+            best[row[key]] = row
+    return [best[k] for k in sorted(best)]
+
+
+def _upsert_status(cur: Any, table: str, pk: str, cols: tuple[str, ...], types: tuple[str, ...],
+                   rows: list[Any], seen: dict[int, dt.datetime], parent: str) -> None:
+    """Latest state, only ever moving forward in time; last_seen (receipt) always advances.
+    Rows of a node, module or tier deleted since its batch was accepted are left out (its
+    raw rows stay, as orphans do), so a deletion never blocks the writer."""
+    if not rows:
+        return
+    values = [list(c) for c in zip(*rows, strict=True)]
+    last_seen = [seen[r[1]] for r in rows]
+    value_cols = [c for c in cols if c not in ("time", pk)]
+    sets = ", ".join(
+        [f"{c} = CASE WHEN EXCLUDED.time >= s.time THEN EXCLUDED.{c} ELSE s.{c} END" for c in value_cols]
+        + ["time = GREATEST(s.time, EXCLUDED.time)", "last_seen = GREATEST(s.last_seen, EXCLUDED.last_seen)"]
+    )
+    unnest = ", ".join(f"%s::{t}[]" for t in (*types, "timestamptz"))
+    names = ", ".join((*cols, "last_seen"))
+    cur.execute(
+        f"INSERT INTO {table} AS s ({names})"
+        f" SELECT u.* FROM unnest({unnest}) AS u({names}) JOIN {parent} p ON p.id = u.{pk}"
+        f" ORDER BY u.{pk} ON CONFLICT ({pk}) DO UPDATE SET {sets}",
+        [*values, last_seen],
+    )
+
+
+def _mark_due(cur: Any, rows: dict[str, list[Any]]) -> None:
+    kinds: list[str] = []
+    minutes: list[dt.datetime] = []
+    for kind, items in rows.items():
+        for minute in sorted({r[0].replace(second=0, microsecond=0) for r in items}):
+            kinds.append(kind)
+            minutes.append(minute)
+    if kinds:
+        cur.execute("INSERT INTO telemetry_rollupdue (kind, minute) SELECT * FROM unnest(%s::text[],"
+                    " %s::timestamptz[]) ORDER BY 1, 2 ON CONFLICT (kind, minute) DO UPDATE"
+                    " SET version = telemetry_rollupdue.version + 1", [kinds, minutes])

@@ -1,1 +1,0 @@
-"""Telemetry has no pages of its own: the live dashboard (apps.dashboard) shows it."""

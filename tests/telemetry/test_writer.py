@@ -1,0 +1,149 @@
+"""The writer process: a SIGKILL in the middle of a COPY loses nothing and stores
+nothing twice; a database outage is waited out with backoff."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from apps.telemetry.models import AgentToken, IngestBatch, ModuleSample, NodeSample
+from apps.telemetry.services import identity_of, telemetry_receive
+from tests.live import stack as live
+from tests.telemetry.conftest import Fleet, node_sample, stored
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+
+
+def _buffer(fleet: Fleet, batches: int, samples: int) -> int:
+    identity = identity_of(AgentToken.objects.get(node=fleet.node_a))
+    now = timezone.now()
+    for b in range(batches):
+        body = {"batch_id": f"kill-{b:06d}", "node_samples": [
+            node_sample("n-a", now - dt.timedelta(seconds=b * samples + i), ["A-0", "A-1"]) for i in range(samples)]}
+        telemetry_receive(identity=identity, body=msgspec.json.encode(body), now=now)
+    return batches * samples
+
+
+def _writer(tmp_path: Path, name: str, batch: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "DATABASE_URL": live.test_database_url(), "DB_POOL_MAX_SIZE": "0",
+           "DB_CONN_MAX_AGE": "0", "DB_APPLICATION_NAME": name, "LOG_LEVEL": "WARNING"}
+    log = (tmp_path / f"{name}.log").open("ab")
+    try:
+        return subprocess.Popen([sys.executable, "manage.py", "telemetry_writer", "--batch", str(batch)],
+                                cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    finally:
+        log.close()
+
+
+def _active_copy(name: str) -> bool:
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND state = 'active'"
+                    " AND query LIKE 'COPY %%'", [name])
+        return bool(cur.fetchone()[0])
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_it_loses_nothing_when_the_writer_is_killed_mid_copy(transactional_db: Any, tmp_path: Path) -> None:
+    fleet = Fleet()
+    total = _buffer(fleet, batches=300, samples=100)  # 30,000 node and 60,000 module rows, one pass
+    name = f"cp-writer-kill-{os.getpid()}"
+    writer = _writer(tmp_path, name, batch=300)
+    deadline = time.monotonic() + 60
+    try:
+        while not _active_copy(name):
+            assert writer.poll() is None, (tmp_path / f"{name}.log").read_text()
+            assert time.monotonic() < deadline, "the writer never started its COPY"
+            time.sleep(0.005)
+        os.killpg(writer.pid, signal.SIGKILL)
+        writer.wait(10)
+    finally:
+        if writer.poll() is None:
+            os.killpg(writer.pid, signal.SIGKILL)
+    # Killed mid-COPY: its transaction is gone as a whole, every batch still waits in the buffer.
+    deadline = time.monotonic() + 30
+    while True:
+        with connection.cursor() as cur:
+            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [name])
+            if cur.fetchone()[0] == 0:
+                break
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert NodeSample.objects.count() == 0
+    assert IngestBatch.objects.filter(stored_at__isnull=True).count() == 300
+
+    again = _writer(tmp_path, name + "-2", batch=100)
+    try:
+        deadline = time.monotonic() + 90
+        while IngestBatch.objects.filter(stored_at__isnull=True).exists():
+            assert again.poll() is None, (tmp_path / f"{name}-2.log").read_text()
+            assert time.monotonic() < deadline, "the second writer did not store the buffer"
+            time.sleep(0.2)
+    finally:
+        again.send_signal(signal.SIGTERM)
+        again.wait(20)
+    assert NodeSample.objects.count() == total
+    assert ModuleSample.objects.count() == 2 * total
+    with connection.cursor() as cur:  # every sample once: no (node, time) twice
+        cur.execute("SELECT count(*) FROM (SELECT 1 FROM telemetry_nodesample GROUP BY node_id, time"
+                    " HAVING count(*) > 1) d")
+        assert cur.fetchone()[0] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_shares_the_buffer_between_two_writers(transactional_db: Any) -> None:
+    """Two passes at once (two writers) take different batches; each batch is stored once."""
+    import threading
+
+    fleet = Fleet()
+    total = _buffer(fleet, batches=40, samples=10)
+    barrier = threading.Barrier(2)
+    results: list[int] = []
+
+    def one() -> None:
+        from apps.telemetry.ingest import telemetry_store_pending
+
+        try:
+            barrier.wait()
+            results.append(telemetry_store_pending(limit=25).batches)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(results) == 40 or (sum(results) < 40 and stored() == 40 - sum(results))
+    assert NodeSample.objects.count() == total
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_is_not_stopped_by_a_node_deleted_while_its_batch_waits(transactional_db: Any) -> None:
+    """The node (and its modules) went away between accept and store: its raw rows are stored
+    (orphans, as always), its latest state is not, and the batches behind it go on."""
+    from apps.inventory.models import Module
+    from apps.telemetry.models import NodeStatus
+
+    fleet = Fleet()
+    _buffer(fleet, batches=2, samples=3)
+    node_b = identity_of(AgentToken.objects.get(node=fleet.node_b))
+    body = {"batch_id": "after-delete-1", "node_samples": [node_sample("n-b", timezone.now(), ["B-0"])]}
+    telemetry_receive(identity=node_b, body=msgspec.json.encode(body))
+    AgentToken.objects.filter(node=fleet.node_a).delete()
+    Module.objects.filter(node=fleet.node_a).delete()
+    fleet.node_a.delete()
+    assert stored() == 3
+    assert NodeSample.objects.count() == 7
+    assert list(NodeStatus.objects.values_list("node__hostname", flat=True)) == ["n-b"]
