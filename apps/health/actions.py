@@ -1,0 +1,200 @@
+"""What health does about a finding whose check's policy is ``act``, within the safety
+limits: cordon the node or quarantine the module through the lifecycle entry point
+with owner ``health`` (so its capacity guard applies), never over another owner's
+hold (the finding records that health would have acted), at most
+``max_unavailable`` of a tier held by health at once, a rate limit per tier and
+hour, and a circuit breaker: when too much of a tier fails the same check, no
+action on that tier and one fleet finding naming the most recent change."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+from rest_framework.exceptions import APIException
+
+from apps.audit.choices import Source
+from apps.audit.services import audit_record
+from apps.health import hysteresis, selectors
+from apps.health.checks import BREAKER, CHECKS, Outcome
+from apps.health.choices import ACTIVE_FINDING_STATES, FindingState, Policy, Severity, Status, SubjectKind
+from apps.health.models import Finding
+from apps.inventory.models import Module, Node, Tier
+from apps.operations import lifecycle
+from apps.operations import selectors as operations
+from apps.operations.choices import Owner
+
+if TYPE_CHECKING:
+    from apps.health.sweep import Evaluation, Limits
+
+logger = logging.getLogger(__name__)
+
+ACTOR = Owner.HEALTH.value
+# What ``act`` does per subject kind; the heartbeat has nothing to do (the lifecycle already marks the node).
+NO_ACTION = frozenset({"heartbeat", "version_drift", "drain_deadline"})
+
+
+def _acting_checks(configs: dict[str, selectors.CheckConfig]) -> list[str]:
+    return [n for n, c in configs.items() if c.enabled and c.policy == Policy.ACT and n not in NO_ACTION
+            and CHECKS[n].subject in (SubjectKind.NODE, SubjectKind.MODULE)]
+
+
+def breaker_evaluations(*, evals: list[Evaluation], configs: dict[str, selectors.CheckConfig], lim: Limits,
+                        now: dt.datetime) -> list[Evaluation]:
+    """Per tier and acting check: does more than ``breaker`` of the tier's serving nodes fail it?"""
+    from apps.health.sweep import Evaluation, Subject
+
+    acting = _acting_checks(configs)
+    if not acting:
+        return []
+    serving = selectors.serving_counts()
+    failing: dict[tuple[int, str], set[int]] = defaultdict(set)
+    for e in evals:
+        if e.check in acting and e.outcome.status == Status.FAIL and e.subject.tier_id is not None \
+                and hysteresis.raising(e.mem, n=configs[e.check].raise_n) and e.subject.node_id is not None:
+            failing[(e.subject.tier_id, e.check)].add(e.subject.node_id)
+    tiers = dict(Tier.objects.values_list("id", "name"))
+    change = None
+    out = []
+    for tier_id, tier_name in tiers.items():
+        total = serving[tier_id]["nodes"] if tier_id in serving else 0
+        for check in acting:
+            bad = failing.get((tier_id, check), set())
+            share = len(bad) / total if total else 0.0
+            subject = Subject(SubjectKind.TIER, f"tier:{tier_id}:{check}", tier_id=tier_id, label=tier_name)
+            if len(bad) >= lim.breaker_min_nodes and share > lim.breaker:
+                if change is None:
+                    change = selectors.recent_change(before=now)
+                what = ("no recorded change" if change is None else
+                        f"{change.action} {change.target_repr} by {change.actor_name} "
+                        f"at {change.time:%Y-%m-%d %H:%M:%S}")
+                ev: dict[str, Any] = {"check": check, "failing_nodes": len(bad), "serving_nodes": total,
+                                      "share": round(share, 3), "breaker": lim.breaker,
+                                      "recent_change": None if change is None else {
+                                          "action": change.action, "target": change.target_repr,
+                                          "by": change.actor_name, "time": change.time.isoformat(),
+                                          "audit_event": change.pk}}
+                outcome = Outcome(Status.FAIL, f"{len(bad)} of {total} serving nodes of {tier_name} fail {check} "
+                                               f"({share:.0%} > {lim.breaker:.0%}): health takes no action on this "
+                                               f"tier. Most recent change: {what}", ev, score=share)
+            else:
+                outcome = Outcome(Status.PASS, f"{len(bad)} of {total} nodes fail {check}")
+            out.append(Evaluation(BREAKER, subject, outcome, Severity.CRITICAL))
+    return out
+
+
+def _tripped() -> set[tuple[int, str]]:
+    out = set()
+    for key in Finding.objects.filter(check_name=BREAKER, state__in=ACTIVE_FINDING_STATES).values_list(
+            "subject_key", flat=True):
+        _, tier_id, check = key.split(":", 2)
+        out.add((int(tier_id), check))
+    return out
+
+
+def _note(finding: Finding, result: str, text: str, now: dt.datetime, **extra: Any) -> None:
+    finding.action = {"result": result, "text": text, "at": now.isoformat(), **extra}
+    finding.save(update_fields=["action", "holds"])
+
+
+def act(*, configs: dict[str, selectors.CheckConfig], lim: Limits, now: dt.datetime) -> list[dict[str, Any]]:
+    """Act on the findings of acting checks that health has not acted on yet."""
+    done: list[dict[str, Any]] = []
+    for f in Finding.objects.filter(check_name=BREAKER, state__in=ACTIVE_FINDING_STATES, action={}).select_related(
+            "tier"):
+        with transaction.atomic():
+            audit_record(actor=ACTOR, action="health.breaker_tripped", target=f.tier, source=Source.SYSTEM,
+                         reason=f.summary, changes={"finding": f.pk, **f.evidence}, related=f)
+            _note(f, "breaker", "no action on this tier while the breaker is tripped", now)
+    acting = _acting_checks(configs)
+    candidates = [f for f in Finding.objects.filter(
+        check_name__in=acting, state__in=ACTIVE_FINDING_STATES, status=Status.FAIL,
+        subject_kind__in=(SubjectKind.NODE, SubjectKind.MODULE)).select_related("node", "module")
+        if f.action.get("result") in (None, "held_back")]
+    if not candidates:
+        return done
+    candidates.sort(key=lambda f: (f.severity != Severity.CRITICAL, f.first_seen))
+    tripped = _tripped()
+    holds = operations.holds_by_owner(owner=ACTOR, since=now - dt.timedelta(hours=1))
+    serving = selectors.serving_counts()
+    held = operations.holders(node_ids=[f.node_id for f in candidates if f.node_id],
+                              module_ids=[f.module_id for f in candidates if f.module_id])
+    for f in candidates:
+        tier_id = f.tier_id or 0
+        on_module = f.subject_kind == SubjectKind.MODULE
+        holder = held["modules"].get(f.module_id or 0) if on_module else held["nodes"].get(f.node_id or 0)
+        what = (f"quarantine module {f.module}" if on_module else f"cordon node {f.node}")
+        if (tier_id, f.check_name) in tripped:
+            _note(f, "held_back", f"circuit breaker tripped for {f.check_name} on this tier: would {what}", now)
+            continue
+        if holder is not None and holder["owner"] != ACTOR:
+            text = (f"would have {'quarantined' if on_module else 'cordoned'} {f.module if on_module else f.node}; "
+                    f"held by {holder['owner']} ({holder['by']}: {holder['reason']!r}), left alone")
+            with transaction.atomic():
+                target: Any = f.module if on_module else f.node
+                audit_record(actor=ACTOR, action="health.would_have_acted", target=target, source=Source.SYSTEM,
+                             reason=text, changes={"finding": f.pk, "holder": holder}, related=f)
+                _note(f, "would_have_acted", text, now, holder=holder)
+            done.append({"finding": f.pk, "result": "would_have_acted"})
+            continue
+        counts = serving.get(tier_id, {"nodes": 0, "modules": 0})
+        kind = "modules" if on_module else "nodes"
+        allowed = max(1, math.floor(lim.max_unavailable * counts[kind]))
+        if holds[kind][tier_id] + 1 > allowed:
+            _note(f, "held_back", f"max_unavailable: health already holds {holds[kind][tier_id]} of "
+                                  f"{counts[kind]} serving {kind} of this tier (at most {allowed}): would {what}", now)
+            continue
+        per_hour = max(3, math.ceil(lim.actions_per_hour * counts["nodes"]))
+        if holds["started"][tier_id] >= per_hour:
+            _note(f, "held_back", f"rate limit: {holds['started'][tier_id]} holds started on this tier in the last "
+                                  f"hour (at most {per_hour}): would {what}", now)
+            continue
+        reason = f"health finding #{f.pk} ({f.check_name}): {f.summary}"[:1000]
+        critical = f.severity == Severity.CRITICAL
+        try:
+            if on_module:
+                result = lifecycle.module_quarantine(module=Module.objects.get(pk=f.module_id or 0), owner=ACTOR,
+                                                     reason=reason, actor=ACTOR, critical=critical,
+                                                     source=Source.SYSTEM)
+            else:
+                result = lifecycle.node_cordon(node=Node.objects.get(pk=f.node_id or 0), owner=ACTOR, reason=reason,
+                                               actor=ACTOR, critical=critical, source=Source.SYSTEM)
+        except APIException as exc:  # refused: capacity floor, another owner meanwhile, a state it cannot leave
+            _note(f, "refused", f"{what} refused: {exc.detail}", now)
+            done.append({"finding": f.pk, "result": "refused"})
+            continue
+        f.holds = True
+        _note(f, "acted", f"{'quarantined' if on_module else 'cordoned'} by health", now,
+              hold=getattr(result.obj, "pk", None))
+        holds[kind][tier_id] += 1
+        holds["started"][tier_id] += 1
+        done.append({"finding": f.pk, "result": "acted"})
+    return done
+
+
+def release_due(*, now: dt.datetime) -> list[int]:
+    """Release health's hold of resolved findings whose cool-down has passed, unless the subject has
+    another active finding."""
+    released = []
+    for f in Finding.objects.filter(state=FindingState.RESOLVED, holds=True, release_after__lte=now):
+        if Finding.objects.filter(subject_key=f.subject_key, state__in=ACTIVE_FINDING_STATES).exists():
+            continue
+        reason = f"health finding #{f.pk} ({f.check_name}) resolved at {f.resolved_at:%H:%M:%S}; cool-down passed"
+        try:
+            if f.module_id:
+                lifecycle.module_release(module=Module.objects.get(pk=f.module_id), owner=ACTOR, reason=reason,
+                                         actor=ACTOR, source=Source.SYSTEM)
+            elif f.node_id:
+                lifecycle.node_uncordon(node=Node.objects.get(pk=f.node_id), owner=ACTOR, reason=reason, actor=ACTOR,
+                                        source=Source.SYSTEM)
+        except APIException as exc:  # someone else holds it now, or it moved on: nothing of ours to release
+            logger.info("health: not releasing for finding %s: %s", f.pk, exc.detail)
+        f.holds = False
+        f.action = {**f.action, "released_at": now.isoformat()}
+        f.save(update_fields=["holds", "action"])
+        released.append(f.pk)
+    return released

@@ -1,0 +1,98 @@
+"""Pages: open findings by severity and tier with the advisor's causes, acknowledge and
+silence with a reason (operators)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from django.views import View
+from django.views.generic import TemplateView
+from rest_framework.exceptions import APIException
+
+from apps.audit.choices import Source
+from apps.common.roles import OPERATOR
+from apps.common.views import ViewerRequiredMixin
+from apps.health import selectors, services
+from apps.health.advisor import advice
+from apps.health.checks import CHECKS
+from apps.health.choices import SEVERITY_COLOURS, Severity
+from apps.health.models import Finding
+from apps.inventory.models import Node, Tier
+
+
+def decorate(findings: list[Finding], now: dt.datetime | None = None) -> list[Finding]:
+    """Attach the advisor's causes, the severity colour and an active silence to each finding."""
+    silences = selectors.active_silences(now=now)
+    for f in findings:
+        f.advice = advice(f.check_name, node_id=f.node_id, tier_id=f.tier_id)  # type: ignore[attr-defined]
+        f.colour = SEVERITY_COLOURS.get(f.severity, "#5f6779")  # type: ignore[attr-defined]
+        f.silenced = selectors.is_silenced(f, silences)  # type: ignore[attr-defined]
+        f.title = CHECKS[f.check_name].title if f.check_name in CHECKS else f.check_name  # type: ignore[attr-defined]
+    return findings
+
+
+class HealthView(ViewerRequiredMixin, TemplateView):
+    template_name = "health/index.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        ctx = super().get_context_data(**kwargs)
+        q = self.request.GET
+        found = selectors.open_findings()
+        if q.get("severity"):
+            found = [f for f in found if f.severity == q["severity"]]
+        if q.get("tier"):
+            found = [f for f in found if str(f.tier_id) == q["tier"]]
+        if q.get("check"):
+            found = [f for f in found if f.check_name == q["check"]]
+        ctx.update(nav="health", findings=decorate(found), severities=Severity.choices,
+                   tiers=list(Tier.objects.order_by("level")), checks=sorted(CHECKS), selected=q,
+                   recent=list(selectors.finding_list().filter(state="resolved")[:10]),
+                   silences=selectors.active_silences())
+        return ctx
+
+
+class _OperatorPost(ViewerRequiredMixin, View):
+    required_role = OPERATOR
+
+    def back(self, request: HttpRequest) -> HttpResponse:
+        return HttpResponseRedirect(request.POST.get("next") or "/health/")
+
+    def run(self, request: HttpRequest, fn: Any, done: str) -> HttpResponse:
+        try:
+            fn()
+        except ValidationError as exc:
+            messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items()))
+        except APIException as exc:
+            messages.error(request, str(exc.detail))
+        else:
+            messages.success(request, done)
+        return self.back(request)
+
+
+class AcknowledgeView(_OperatorPost):
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        finding = get_object_or_404(Finding, pk=pk)
+        return self.run(request, lambda: services.finding_acknowledge(
+            finding=finding, reason=request.POST.get("reason", ""), actor=request.user, source=Source.BROWSER),
+            f"finding #{pk} acknowledged")
+
+
+class SilenceView(_OperatorPost):
+    def post(self, request: HttpRequest) -> HttpResponse:
+        try:
+            hours = float(request.POST.get("hours", "1"))
+        except ValueError:
+            messages.error(request, "hours: a number")
+            return self.back(request)
+        node = Node.objects.filter(pk=request.POST.get("node") or 0).first()
+        tier = Tier.objects.filter(pk=request.POST.get("tier") or 0).first()
+        return self.run(request, lambda: services.silence_create(
+            reason=request.POST.get("reason", ""), expires_at=timezone.now() + dt.timedelta(hours=hours),
+            actor=request.user, check_name=request.POST.get("check", ""), node=node, tier=tier,
+            source=Source.BROWSER), "silenced")
