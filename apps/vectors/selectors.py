@@ -1,0 +1,76 @@
+"""Reads of regression test vectors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Count, QuerySet
+
+from apps.inventory.models import VersionCombination
+from apps.vectors.choices import Outcome
+from apps.vectors.models import Suite, Vector, VectorResult, VectorRun
+
+
+def suite_list() -> QuerySet[Suite]:
+    return Suite.objects.annotate(vector_count=Count("members"))
+
+
+def vector_list() -> QuerySet[Vector]:
+    return Vector.objects.defer("model", "inputs", "expected")
+
+
+def run_list() -> QuerySet[VectorRun]:
+    return VectorRun.objects.select_related("suite", "combination__module_type", "combination__driver",
+                                            "combination__framework")
+
+
+def result_list() -> QuerySet[VectorResult]:
+    return VectorResult.objects.select_related("vector", "module", "module__node").defer(
+        "actual", "vector__model", "vector__inputs", "vector__expected")
+
+
+def run_progress(run: VectorRun) -> dict[str, Any]:
+    """Per module: state and counts by outcome; overall: results stored of results expected."""
+    cases = run.suite.members.count()
+    counts: dict[int, dict[str, int]] = {}
+    for module_id, outcome, n in (run.results.order_by().values_list("module_id", "outcome")
+                                  .annotate(n=Count("id"))):
+        counts.setdefault(module_id, {})[outcome] = n
+    modules: list[dict[str, Any]] = []
+    for t in run.targets.select_related("module", "node").order_by("node__hostname", "module__slot"):
+        c = counts.get(t.module_id, {})
+        modules.append({"module": t.module_id, "serial": t.module.serial, "node": t.node.hostname,
+                        "state": t.state, "message": t.message,
+                        "outcomes": {o: c.get(o, 0) for o in Outcome.values}})
+    stored = sum(sum(c.values()) for c in counts.values())
+    expected = cases * len(modules)
+    return {"cases": cases, "modules": modules, "stored": stored, "expected": expected,
+            "percent": round(100.0 * stored / expected, 1) if expected else 0.0}
+
+
+def runs_by_combination(combinations: list[VersionCombination], per: int = 5) -> dict[int, list[VectorRun]]:
+    out: dict[int, list[VectorRun]] = {c.pk: [] for c in combinations}
+    for run in run_list().filter(combination__in=combinations).order_by("-created_at")[: per * max(1, len(out))]:
+        if run.combination_id is not None and len(out.setdefault(run.combination_id, [])) < per:
+            out[run.combination_id].append(run)
+    return out
+
+
+def operator_points(*, module_type_id: int, runs: int = 30) -> list[dict[str, Any]]:
+    """Per finished run of the type's combinations (newest ``runs``) and operator: cases that
+    passed, cases judged (pass or fail), the worst abs error."""
+    from django.db.models import Max, Q
+
+    from apps.vectors.choices import FINAL_RUN_STATES
+
+    recent = list(VectorRun.objects.filter(combination__module_type_id=module_type_id, finished_at__isnull=False,
+                                           state__in=FINAL_RUN_STATES)
+                  .order_by("-finished_at").values_list("pk", "finished_at")[:runs])
+    when = dict(recent)
+    rows = (VectorResult.objects.filter(run_id__in=when).order_by()
+            .values("run_id", "vector__operator")
+            .annotate(passed=Count("id", filter=Q(outcome=Outcome.PASS)),
+                      judged=Count("id", filter=Q(outcome__in=[Outcome.PASS, Outcome.FAIL])),
+                      worst=Max("max_abs_error")))
+    return [{"run": r["run_id"], "finished_at": when[r["run_id"]], "operator": r["vector__operator"],
+             "passed": r["passed"], "judged": r["judged"], "worst": r["worst"]} for r in rows if r["judged"]]

@@ -1,0 +1,80 @@
+"""A worker SIGKILLed while judging a fleet run's answers: a second worker finishes the
+run, and no (run, module, case) result is stored twice."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+
+from apps.vectors.choices import RunState
+from apps.vectors.models import RunTarget, VectorResult, VectorRun
+from apps.vectors.runs import run_advance, run_create
+from apps.vectors.services import suite_import
+from controlplane.celery import app
+from tests.live.stack import LiveStack, wait_for
+from tests.vectors.conftest import Fleet, int8_specs
+from tests.vectors.test_import import EXPECTED
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live, pytest.mark.heavy]
+
+
+def _waiting_on_lock() -> bool:
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'vectors-crash-worker' "
+                    "AND wait_event_type = 'Lock'")
+        row = cur.fetchone()
+    return bool(row and row[0])
+
+
+def test_a_second_worker_finishes_a_run_a_killed_worker_left(live_stack: LiveStack) -> None:
+    fleet = Fleet()
+    nodes = [fleet.node(f"n-{c}") for c in "abc"]
+    suite, _ = suite_import(name="onnx-int8", specs=int8_specs(), actor="test")
+    run = run_create(suite=suite, modules=[m for n in nodes for m in n.modules.all()], actor="test")
+    run_advance(run.pk)  # the commands go out
+    for node in nodes:
+        assert fleet.agent_poll(node.hostname) == [("run_vectors", "succeeded")]
+    last = RunTarget.objects.filter(run=run).order_by("node__hostname").last()
+    assert last is not None
+
+    # Hold the last module's row: the worker judges and stores the first modules' answers, then waits.
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                RunTarget.objects.select_for_update().get(pk=last.pk)
+                held.set()
+                release.wait(120)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(10)
+    queue = f"vectors-crash-{uuid.uuid4().hex[:8]}"
+    env = {"DB_APPLICATION_NAME": "vectors-crash-worker"}
+    first = live_stack.worker([queue], pool="solo", concurrency=1, env=env)
+    try:
+        app.send_task("apps.vectors.tasks.vector_run_advance", args=(run.pk,), queue=queue)
+        wait_for(_waiting_on_lock, timeout=120, what="the worker to reach the held module")
+        first.kill()
+        release.set()
+        holder.join(10)
+
+        run.refresh_from_db()
+        assert run.state == RunState.RUNNING  # nothing half-done is visible
+
+        live_stack.worker([queue], pool="solo", concurrency=1, env=env)
+        result: Any = app.send_task("apps.vectors.tasks.vector_run_advance", args=(run.pk,), queue=queue)
+        assert result.get(timeout=120) == RunState.PASSED
+        assert VectorResult.objects.filter(run=run).count() == 3 * len(EXPECTED)
+        assert VectorRun.objects.get(pk=run.pk).summary["outcomes"] == {"pass": 51, "fail": 0,
+                                                                         "unsupported": 81, "error": 3}
+    finally:
+        release.set()
+        holder.join(10)
