@@ -1,0 +1,65 @@
+"""Reads of driver rollouts: lists, a rollout's progress per wave, its nodes."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from typing import Any
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from apps.rollouts.choices import FINAL_STEPS, Step
+from apps.rollouts.models import Rollout, RolloutNode
+from apps.telemetry import selectors as telemetry_selectors
+
+# The cohort chart shows at most this much of a rollout's history (per-minute points).
+COHORT_CHART_MINUTES = 180
+
+
+def rollout_list() -> QuerySet[Rollout]:
+    return Rollout.objects.select_related("combination", "combination__driver", "combination__framework",
+                                          "module_type", "suite")
+
+
+def rollout_nodes(rollout: Rollout) -> QuerySet[RolloutNode]:
+    return (RolloutNode.objects.filter(rollout=rollout)
+            .select_related("node", "node__tier", "node__rack", "vector_run")
+            .order_by("wave", "position", "node__hostname"))
+
+
+def progress(rollout: Rollout) -> dict[str, Any]:
+    """Overall and per wave: nodes settled of nodes planned, and the count of each step."""
+    rows = list(RolloutNode.objects.filter(rollout=rollout).values_list("wave", "step", "needs_hand"))
+    planned = [r for r in rows if r[0] is not None]
+
+    def part(items: list[tuple[Any, str, bool]]) -> dict[str, Any]:
+        settled = sum(1 for _, step, hand in items if step in FINAL_STEPS or hand)
+        done = sum(1 for _, step, _ in items if step == Step.DONE)
+        return {"nodes": len(items), "settled": settled, "done": done,
+                "fraction": round(settled / len(items), 4) if items else 1.0,
+                "steps": dict(Counter(step for _, step, _ in items))}
+
+    waves = []
+    for index in range(rollout.wave_count):
+        items = [r for r in planned if r[0] == index]
+        waves.append({"index": index, "canary": index == 0, **part(items)})
+    return {**part(planned), "skipped_at_planning": sum(1 for r in rows if r[0] is None), "waves": waves}
+
+
+def cohort_latency(rollout: Rollout, *, now: dt.datetime | None = None) -> dict[str, Any]:
+    """The two cohorts' per-stage p95 latency and error rate per minute, from the rollout's start
+    (the last ``COHORT_CHART_MINUTES`` at most) to now or its end: the nodes it upgraded against the
+    ones still waiting for a later wave; with the newest cohort gate's evidence."""
+    now = now or timezone.now()
+    until = min(now, rollout.finished_at) if rollout.finished_at else now
+    start = rollout.started_at or rollout.created_at
+    since = max(start, until - dt.timedelta(minutes=COHORT_CHART_MINUTES))
+    rows = list(RolloutNode.objects.filter(rollout=rollout).exclude(wave=None).values_list("node_id", "step"))
+    cohorts = {"upgraded": [n for n, step in rows if step == Step.DONE],
+               "control": [n for n, step in rows if step == Step.PENDING]}
+    series = telemetry_selectors.stage_cohort_series(cohorts=cohorts, since=since, until=until)
+    gates = [g for g in rollout.gates if g.get("kind") == "cohort"]
+    return {"since": since, "until": until, "tolerance_pct": rollout.cohort_tolerance_pct,
+            "cohorts": {name: {"nodes": len(ids), "points": series[name]} for name, ids in cohorts.items()},
+            "gate": gates[-1] if gates else None}

@@ -1,0 +1,72 @@
+"""Pages: rollouts (list), one rollout (progress per wave, each node's step and what it waits
+for, gate evidence; controls for operators), and a new rollout from the versions page (preview
+first, then start with a reason). The pages read through selectors; the controls post to the API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from django.views.generic import TemplateView
+
+from apps.common.views import PLOTLY_VERSION, ViewerRequiredMixin
+from apps.inventory.choices import CombinationState
+from apps.inventory.models import Rack, Tier, VersionCombination
+from apps.rollouts import selectors
+from apps.rollouts.choices import ROLLOUT_STATE_COLOURS, STEP_COLOURS, OnFailure, RolloutState, Step
+from apps.rollouts.services import ROLLABLE_STATES, default_suite
+
+
+class RolloutListView(ViewerRequiredMixin, TemplateView):
+    template_name = "rollouts/list.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        ctx = super().get_context_data(**kwargs)
+        rollouts = list(selectors.rollout_list()[:50])
+        for r in rollouts:
+            r.colour = ROLLOUT_STATE_COLOURS.get(RolloutState(r.state), "#8a94a6")  # type: ignore[attr-defined]
+            r.progress = selectors.progress(r)  # type: ignore[attr-defined]
+        validated = (VersionCombination.objects.filter(state=CombinationState.VALIDATED)
+                     .select_related("module_type", "driver", "framework"))
+        ctx.update(nav="rollouts", rollouts=rollouts, validated=list(validated))
+        return ctx
+
+
+class RolloutDetailView(ViewerRequiredMixin, TemplateView):
+    template_name = "rollouts/detail.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        ctx = super().get_context_data(**kwargs)
+        rollout = get_object_or_404(selectors.rollout_list(), pk=kwargs["pk"])
+        nodes = list(selectors.rollout_nodes(rollout))
+        for rn in nodes:
+            rn.colour = STEP_COLOURS.get(Step(rn.step), "#8a94a6")  # type: ignore[attr-defined]
+        progress = selectors.progress(rollout)
+        ctx.update(nav="rollouts", rollout=rollout, nodes=nodes, progress=progress, plotly_version=PLOTLY_VERSION,
+                   colour=ROLLOUT_STATE_COLOURS.get(RolloutState(rollout.state), "#8a94a6"),
+                   config={"api": f"/api/v1/rollouts/{rollout.pk}/", "id": rollout.pk, "ws": "/ws/fleet/",
+                           "step_colours": dict(STEP_COLOURS), "state_colours": dict(ROLLOUT_STATE_COLOURS)})
+        return ctx
+
+
+class RolloutNewView(ViewerRequiredMixin, TemplateView):
+    """Start a rollout of a validated combination: the form, the preview, then the start."""
+
+    template_name = "rollouts/new.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        ctx = super().get_context_data(**kwargs)
+        given = self.request.GET.get("combination", "")
+        if not given.isdigit():
+            raise Http404("name the combination to roll out: /rollouts/new/?combination=<its id>")
+        combination = get_object_or_404(
+            VersionCombination.objects.select_related("module_type", "driver", "framework"), pk=int(given))
+        suite = default_suite(combination)
+        ctx.update(nav="rollouts", combination=combination, rollable=combination.state in ROLLABLE_STATES,
+                   suite=suite, tiers=list(Tier.objects.order_by("level")), racks=list(Rack.objects.all()),
+                   on_failure=OnFailure.choices,
+                   config={"preview": "/api/v1/rollouts/preview/", "create": "/api/v1/rollouts/",
+                           "combination": combination.pk, "module_type": combination.module_type_id,
+                           "suite": suite.pk if suite else None})
+        return ctx
