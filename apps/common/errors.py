@@ -18,9 +18,15 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 
 class Conflict(exceptions.APIException):
+    """409. ``extra`` (JSON-safe) goes into the response beside ``detail``, e.g. the numbers of a refusal."""
+
     status_code = status.HTTP_409_CONFLICT
     default_detail = "the request conflicts with the current state"
     default_code = "conflict"
+
+    def __init__(self, detail: Any = None, code: str | None = None, *, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(detail, code)
+        self.extra = extra or {}
 
 
 def django_errors(exc: DjangoValidationError) -> dict[str, list[str]]:
@@ -82,5 +88,5 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         errors = _flatten(exc.detail)
         response.data = {"detail": _summary(errors), "errors": errors}
     elif isinstance(response.data, dict) and "detail" in response.data:
-        response.data = {"detail": str(response.data["detail"])}
+        response.data = {"detail": str(response.data["detail"]), **getattr(exc, "extra", {})}
     return response

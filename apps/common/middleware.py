@@ -1,14 +1,20 @@
-"""Request ids for the audit trail, and the request body limit (413)."""
+"""Request ids for the audit trail, the request body limit (413), file streams that ASGI can
+serve without reading them whole first, and the Content-Security-Policy."""
 
 from __future__ import annotations
 
 import contextvars
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
+from asgiref.sync import sync_to_async
+from csp.middleware import CSPMiddleware, PolicyParts
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.core.exceptions import DisallowedHost
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 
 current_request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
@@ -49,3 +55,50 @@ class BodySizeLimitMiddleware:
                 status=413,
             )
         return self.get_response(request)
+
+
+def _next_chunk(content: Iterator[bytes]) -> bytes | None:
+    return next(content, None)
+
+
+async def _chunks(content: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """A synchronous stream read chunk by chunk in a worker thread (file reads block)."""
+    while (chunk := await sync_to_async(_next_chunk, thread_sensitive=False)(content)) is not None:
+        yield chunk
+
+
+class AsyncStreamMiddleware:
+    """Under ASGI, turn a streamed response's synchronous iterator (WhiteNoise's static files,
+    FileResponse) into an asynchronous one. Django's ASGI handler would otherwise read the whole
+    file into memory first and warn ("StreamingHttpResponse must consume synchronous iterators").
+    Under WSGI (tests, management commands) responses pass unchanged. Goes first in MIDDLEWARE."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if isinstance(request, ASGIRequest) and isinstance(response, StreamingHttpResponse) \
+                and not response.is_async:
+            response.streaming_content = _chunks(iter(response.streaming_content))
+        return response
+
+
+class ContentSecurityPolicyMiddleware(CSPMiddleware):
+    """``settings.CONTENT_SECURITY_POLICY`` (django-csp), with this host's websocket origins
+    (``ws://host`` and ``wss://host``) added to connect-src: the live pages' websocket. CSP
+    level 3 lets 'self' match them, older browsers do not."""
+
+    def get_policy_parts(self, request: HttpRequest, response: HttpResponseBase,
+                         report_only: bool = False) -> PolicyParts:
+        parts = super().get_policy_parts(request, response, report_only)
+        if report_only:
+            return parts
+        try:
+            host = request.get_host()
+        except DisallowedHost:
+            return parts  # answered 400 already; no websocket origin to name
+        update = dict(parts.update or {})
+        update["connect-src"] = [*update.get("connect-src", []), f"ws://{host}", f"wss://{host}"]
+        parts.update = update
+        return parts

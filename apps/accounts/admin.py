@@ -1,1 +1,0 @@
-# Users and groups use Django's own admin.

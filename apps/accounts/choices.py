@@ -1,3 +1,0 @@
-from apps.common.roles import ADMIN, OPERATOR, ROLES, VIEWER
-
-__all__ = ["ADMIN", "OPERATOR", "ROLES", "VIEWER"]

@@ -1,1 +1,0 @@
-# No filterable models of its own.

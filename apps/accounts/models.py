@@ -1,1 +1,0 @@
-# Roles are Django groups (apps.common.roles); users are Django's own.

@@ -1,0 +1,118 @@
+"""The API's schema class (``REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"]``): every operation documents the
+error answers it can give, each with the one error shape (``apps.common.serializers.ErrorSerializer``,
+written by ``apps.common.errors.exception_handler``), derived from what the view declares:
+
+- 400: a request body, or query or header parameters that are validated (all but ``ordering``,
+  ``search`` and ``limit``, which fall back to their defaults);
+- 401: the view's first authenticator names a scheme (``WWW-Authenticate``); 403: a permission check
+  (a role, or a node agent's key);
+- 404: a path parameter (the object it names may not exist);
+- 406: any operation (an ``Accept`` header with no media type the API answers in);
+- 409: what the view declares in ``conflicts`` (action or method → when), and deletes of objects
+  other rows still refer to (``on_delete=PROTECT``: ``ProtectedError`` is a 409);
+- 413, 415: a request body (over ``MAX_BODY_BYTES``; a ``Content-Type`` the operation does not read);
+- 422: the ``Idempotency-Key`` header (the key reused for another request);
+- 429 with ``Retry-After``: writes on views throttled by ``WriteThrottle``.
+
+A status the view documents itself (``extend_schema(responses=...)``, e.g. a 409 with the numbers of a
+refusal) is kept; one it documents without a body gets the error shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from drf_spectacular import openapi
+from drf_spectacular.plumbing import get_view_model
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework.permissions import AllowAny
+
+from apps.common.serializers import ErrorSerializer
+from apps.common.throttling import WriteThrottle
+
+# Query parameters that never refuse a value: an unknown ordering or a bad limit falls back to the default.
+LENIENT_PARAMETERS = frozenset({"ordering", "search", "limit"})
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+DESCRIPTIONS = {
+    400: "Bad input: `detail` says what, `errors` names each field (e.g. `items[3].slot`) with its messages",
+    401: "No credentials, or credentials the API does not recognise (unknown, revoked or expired)",
+    403: "Credentials recognised, but not allowed to do this: `detail` names the role it needs",
+    404: "No such object",
+    406: "The Accept header names no media type the API answers in",
+    409: "Conflicts with the current state: `detail` says what",
+    413: "Request body over the size limit (MAX_BODY_BYTES)",
+    415: "A Content-Type the operation does not read",
+    422: "The Idempotency-Key was used for another request",
+    429: "Over the write limit (API_WRITE_RATE); Retry-After says when to send again",
+}
+RETRY_AFTER = {"Retry-After": {"schema": {"type": "integer", "minimum": 0},
+                               "description": "Seconds until the limit lets the request through"}}
+
+
+def _protected(model: type[models.Model] | None) -> bool:
+    """Whether other rows may refer to a ``model`` row in a way that refuses its delete."""
+    if model is None:
+        return False
+    return any(getattr(rel, "on_delete", None) in (models.PROTECT, models.RESTRICT)
+               for rel in model._meta.related_objects)
+
+
+class AutoSchema(openapi.AutoSchema):
+    def get_operation(self, path: str, path_regex: str, path_prefix: str, method: str,
+                      registry: Any) -> dict[str, Any] | None:
+        operation = super().get_operation(path, path_regex, path_prefix, method, registry)
+        if operation is None:
+            return None
+        responses: dict[str, Any] = operation["responses"]
+        for code, description in self.error_statuses(operation).items():
+            responses.setdefault(str(code), self._error_response(code, description))
+        for key, response in responses.items():
+            if key.isdigit() and int(key) >= 400 and "content" not in response:  # documented without a body
+                responses[key] = {**self._error_response(int(key), response.get("description") or ""),
+                                  **{k: v for k, v in response.items() if k == "headers"}}
+        operation["responses"] = dict(sorted(responses.items()))
+        return operation
+
+    def _error_response(self, code: int, description: str) -> dict[str, Any]:
+        response: dict[str, Any] = self._get_response_for_code(OpenApiResponse(ErrorSerializer, description),
+                                                               str(code))
+        if code == 429:
+            response["headers"] = {**RETRY_AFTER, **response.get("headers", {})}
+        return response
+
+    def _action(self) -> str:
+        return getattr(self.view, "action", None) or self.method.lower()
+
+    def error_statuses(self, operation: dict[str, Any]) -> dict[int, str]:
+        """The error answers of this operation, by status, with what each means here."""
+        view, method = self.view, self.method
+        parameters = operation.get("parameters", [])
+        has_body = "requestBody" in operation
+        out: dict[int, str] = {}
+        validated = [p for p in parameters if p["in"] in ("query", "header") and p["name"] not in LENIENT_PARAMETERS]
+        if has_body or validated:
+            out[400] = DESCRIPTIONS[400]
+        authenticators = view.get_authenticators()
+        if authenticators and authenticators[0].authenticate_header(None):  # type: ignore[arg-type]
+            out[401] = DESCRIPTIONS[401]
+        if any(not isinstance(p, AllowAny) for p in view.get_permissions()):
+            out[403] = DESCRIPTIONS[403]
+        if any(p["in"] == "path" for p in parameters):
+            out[404] = DESCRIPTIONS[404]
+        out[406] = DESCRIPTIONS[406]
+        conflicts: dict[str, str] = getattr(view, "conflicts", {})
+        if self._action() in conflicts:
+            out[409] = conflicts[self._action()]
+        elif method == "DELETE" and _protected(get_view_model(view, emit_warnings=False)):
+            out[409] = "Other objects still refer to this one: `detail` says how many"
+        if has_body:
+            out[413] = DESCRIPTIONS[413]
+            out[415] = DESCRIPTIONS[415]
+        if any(p["in"] == "header" and p["name"] == IDEMPOTENCY_HEADER for p in parameters):
+            out[422] = DESCRIPTIONS[422]
+        if method in WRITES and any(isinstance(t, WriteThrottle) for t in view.get_throttles()):
+            out[429] = DESCRIPTIONS[429]
+        return out
