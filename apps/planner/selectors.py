@@ -8,8 +8,10 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Prefetch, Q
 
-from apps.inventory.choices import ModuleState, NodeState
+from apps.inventory.choices import ModuleState, NodeState, TierKind
 from apps.inventory.models import Module, Node, Tier
+from apps.operations import capacity
+from apps.operations import selectors as operations_selectors
 from apps.planner.formulas import Number, exact, fmt
 from apps.planner.what_if import Demand, NodeCapacity, TierInstalled, WhatIfParams, WhatIfResult, plan_against_installed
 
@@ -18,14 +20,14 @@ SERVING_MODULE_STATES = (ModuleState.HEALTHY, ModuleState.DEGRADED)
 
 
 def installed_capacity() -> list[TierInstalled]:
-    """Per tier: active and standby nodes with their CPU and serving modules' INT8 TOPS."""
+    """Per tier: active and standby nodes (not the gray pool's) with their CPU and serving modules' INT8 TOPS."""
     modules = Prefetch(
         "modules",
         queryset=Module.objects.filter(state__in=SERVING_MODULE_STATES).select_related("module_type"),
         to_attr="serving_modules",
     )
     nodes = (
-        Node.objects.filter(state__in=(NodeState.ACTIVE, NodeState.STANDBY))
+        Node.objects.filter(state__in=(NodeState.ACTIVE, NodeState.STANDBY), gray=False)  # gray nodes never serve
         .only("hostname", "tier_id", "state", "cpu_cores", "cpu_clock_ghz")
         .prefetch_related(modules)
         .order_by("hostname")
@@ -140,6 +142,13 @@ def demand_resolve(
     return Demand(rate, in_tokens, out_tokens, source, text), window
 
 
+def measured_loads() -> dict[str, capacity.TierLoad]:
+    """Each array tier as measured now: the capacity guard's figures (utilisation, queue)."""
+    return {tier.kind: operations_selectors.tier_load(tier=tier)
+            for tier in Tier.objects.filter(kind__in=(TierKind.ACCESS_LOGIC, TierKind.HYBRID_INFERENCE))}
+
+
 def what_if(*, window_s: int, params: WhatIfParams, **numbers: Any) -> tuple[WhatIfResult, int | None]:
     demand, window = demand_resolve(window_s=window_s, **numbers)
-    return plan_against_installed(demand, params, installed_capacity()), window
+    return plan_against_installed(demand, params, installed_capacity(), measured=measured_loads(),
+                                  capacity_params=operations_selectors.capacity_params()), window

@@ -1,47 +1,20 @@
-"""The planner page, and plotly.js served from the installed plotly package (no CDN)."""
+"""The planner page."""
 
 from __future__ import annotations
 
-import functools
-import gzip
-from pathlib import Path
 from typing import Any
 
-import plotly
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
-from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseBase
+from django.http import HttpRequest, HttpResponseBase
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
-from django.views.decorators.http import require_GET
 from django.views.generic import TemplateView
 
 from apps.common.roles import VIEWER, has_role
+from apps.common.views import PLOTLY_VERSION
 from apps.planner import charts, formulas
 from apps.planner.api import serializers as s
-
-PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
-PLOTLY_VERSION = plotly.__version__
-
-
-@functools.cache
-def _plotly_js_gzipped() -> bytes:
-    return gzip.compress(PLOTLY_JS.read_bytes(), compresslevel=6)
-
-
-@require_GET
-def plotly_js(request: HttpRequest) -> HttpResponseBase:
-    """plotly.min.js from the installed package (gzipped when the client takes it); the URL carries
-    the version (?v=), so browsers may cache it for a year."""
-    response: HttpResponseBase
-    if "gzip" in request.headers.get("Accept-Encoding", ""):
-        response = HttpResponse(_plotly_js_gzipped(), content_type="text/javascript; charset=utf-8")
-        response["Content-Encoding"] = "gzip"
-    else:
-        response = FileResponse(PLOTLY_JS.open("rb"), content_type="text/javascript; charset=utf-8")
-    response["Vary"] = "Accept-Encoding"
-    response["Cache-Control"] = "public, max-age=31536000, immutable"
-    return response
 
 
 def _form_fields(serializer: Any) -> list[dict[str, Any]]:

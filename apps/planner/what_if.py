@@ -15,14 +15,27 @@ into the dataclasses below.
 
 A positive delta is capacity to add, a negative one capacity that could be
 released; the recommendation keeps the tier within its min/max active nodes.
+
+The formulas size from request counts only. Against a running fleet the plan
+also reads each array tier as measured (``apps.operations.capacity``, the
+function the lifecycle's capacity guard uses): the work its nodes do now and
+whether its queue grows, scaled by the demand planned for ÷ the demand
+observed. Nodes are added when the formula or the measured work at the target
+utilisation (70 %) or a growing queue asks for more than are active; nodes are
+released only down to where the measured work would keep the tier at or below
+the release utilisation (50 %): between the two thresholds nothing changes, so
+a release is not undone at the next rise. A growing queue is never answered
+with a release. The plan names the limit that binds: formula, utilisation,
+queue, minimum or maximum.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+from apps.operations import capacity
 from apps.planner.formulas import Number, array_from_rate, ceil_exact, exact, fmt
 
 ACCESS_LOGIC = "access_logic"
@@ -87,6 +100,7 @@ class TierPlan:
     needed: Mapping[str, float | int | None]
     modules_delta: int | None = None
     explanations: Mapping[str, str] = field(default_factory=dict)
+    binding: str = "formula"  # the limit that sets the recommendation: formula, utilisation, queue, minimum, maximum
 
 
 @dataclass(frozen=True)
@@ -102,10 +116,78 @@ def _node_cpu_per_s(node: NodeCapacity, p: WhatIfParams) -> Fraction:
         p.usable_fraction)
 
 
-def _recommend(tier: TierInstalled, needed: int) -> tuple[int, str]:
-    """The change of active nodes within min/max, and a sentence saying what to do."""
+@dataclass(frozen=True)
+class Sizing:
+    """Active nodes a tier should have, and the limit that sets it."""
+
+    nodes: int
+    binding: str
+    text: str
+
+
+def _measured_sizing(formula_nodes: int, active: int, load: capacity.TierLoad | None, factor: float,
+                     cp: capacity.Params) -> tuple[Sizing, dict[str, str], float | None]:
+    """The formula's nodes against the tier as measured (scaled by ``factor``, the demand planned
+    for ÷ the demand observed): add at the target utilisation or a growing queue, release only
+    down to the release utilisation. Returns the sizing, explanations and the measured utilisation."""
+    formula = Sizing(formula_nodes, "formula", f"the formula needs {formula_nodes}")
+    if load is None:
+        return formula, {}, None
+    scaled = replace(
+        load,
+        requests_per_s=None if load.requests_per_s is None else load.requests_per_s * factor,
+        completions_per_s=None if load.completions_per_s is None else load.completions_per_s * factor,
+        output_tokens_per_s=None,  # the formula above sizes the traffic; here only what was measured
+        busy_nodes=None if load.busy_nodes is None else load.busy_nodes * factor,
+        busy_modules=None if load.busy_modules is None else load.busy_modules * factor,
+    )
+    if scaled.kind == capacity.ACCESS_LOGIC:
+        scaled = replace(scaled, requests_per_s=None if load.completions_per_s is None else scaled.requests_per_s)
+    add = capacity.tier_need(scaled, cp)
+    keep = capacity.tier_need(scaled, replace(cp, target_util=cp.release_util))
+    add_parts = {k: v for k, v in add.parts.items() if k != "traffic"}
+    keep_parts = {k: v for k, v in keep.parts.items() if k != "traffic"}
+    if load.kind == capacity.ACCESS_LOGIC:
+        utilisation = (load.busy_nodes / load.active_nodes) if load.busy_nodes is not None and load.active_nodes \
+            else None
+    else:
+        utilisation = (load.busy_modules / load.serving_modules) if load.busy_modules is not None \
+            and load.serving_modules else None
+    notes = {"measured": (add.explanation if add_parts else f"{load.name}: no fresh utilisation or queue figures")
+             + (f" (measured work × {factor:.2f}, the demand planned for ÷ the demand observed)"
+                if add_parts and abs(factor - 1) > 1e-9 else "")}
+    if not add_parts:
+        return formula, notes, utilisation
+    add_key = max(add_parts, key=lambda k: (add_parts[k], k == "queue"))
+    if max(formula_nodes, add_parts[add_key]) > active:  # more is needed than is active
+        if add_parts[add_key] > formula_nodes:
+            return Sizing(add_parts[add_key], add_key, f"{add_key} needs {add_parts[add_key]}"), notes, utilisation
+        return formula, notes, utilisation
+    if "queue" in add_parts:  # a growing queue is never answered with a release
+        return Sizing(active, "queue", "the queue grows: keep every active node"), notes, utilisation
+    keep_key = max(keep_parts, key=lambda k: keep_parts[k])
+    keep_nodes = keep_parts[keep_key]
+    notes["release"] = (f"release only down to {keep_nodes}: {keep.explanation.split(': ', 1)[-1]} "
+                        f"(release threshold {100 * cp.release_util:.0f} % utilisation)")
+    if keep_nodes >= active:
+        return Sizing(active, keep_key,
+                      f"{keep_key} keeps {active}: the tier runs above the {100 * cp.release_util:.0f} % "
+                      f"a release may take it to"), notes, utilisation
+    if keep_nodes > formula_nodes:
+        return Sizing(keep_nodes, keep_key, f"{keep_key} needs {keep_nodes}"), notes, utilisation
+    return formula, notes, utilisation
+
+
+def _recommend(tier: TierInstalled, sizing: Sizing) -> tuple[int, str, str]:
+    """The change of active nodes within min/max, a sentence saying what to do and which limit binds."""
     active, standby = len(tier.active), len(tier.standby)
+    needed = sizing.nodes
     target = min(max(needed, tier.min_active_nodes), tier.max_active_nodes)
+    binding = sizing.binding
+    if target > needed:
+        binding = "minimum"
+    elif target < needed:
+        binding = "maximum"
     delta = target - active
     notes = []
     if needed > tier.max_active_nodes:
@@ -120,16 +202,31 @@ def _recommend(tier: TierInstalled, needed: int) -> tuple[int, str]:
         text = f"release {-delta} node{'s' if delta != -1 else ''} (drain first)"
     else:
         text = "no change"
-    if notes:
-        text += "; " + "; ".join(notes)
-    return delta, text
+    if notes:  # the tier's bounds bind
+        text += f"; {binding} binds: " + "; ".join(notes) + f" ({sizing.text})"
+    else:
+        text += f"; {binding} binds: {sizing.text}"
+    return delta, text, binding
+
+
+def _factor(demand: Demand, load: capacity.TierLoad | None) -> float:
+    """The demand planned for ÷ the demand observed (1 when the plan is for the observed demand)."""
+    if load is None or not load.requests_per_s or demand.source == "telemetry":
+        return 1.0
+    return float(demand.requests_per_s) / load.requests_per_s
 
 
 def _mean(values: list[Fraction], fallback: Number) -> Fraction:
     return sum(values, Fraction(0)) / len(values) if values else exact(fallback)
 
 
-def plan_against_installed(demand: Demand, params: WhatIfParams, installed: list[TierInstalled]) -> WhatIfResult:
+def plan_against_installed(demand: Demand, params: WhatIfParams, installed: list[TierInstalled], *,
+                           measured: Mapping[str, capacity.TierLoad] | None = None,
+                           capacity_params: capacity.Params | None = None) -> WhatIfResult:
+    """``measured``: each array tier's load now (``apps.operations.selectors.tier_load``); without it
+    the formulas alone size the tiers."""
+    measured = measured or {}
+    cp = capacity_params or capacity.Params()
     tiers = {t.kind: t for t in installed}
     access = tiers.get(ACCESS_LOGIC) or TierInstalled(ACCESS_LOGIC, "Access & logic", (), (), 0, 1000)
     hybrid = tiers.get(HYBRID_INFERENCE) or TierInstalled(HYBRID_INFERENCE, "Hybrid inference", (), (), 0, 1000)
@@ -173,13 +270,17 @@ def plan_against_installed(demand: Demand, params: WhatIfParams, installed: list
     target = exact(params.target_cpu_headroom)
     required_cpu = array.cpu_instructions_per_s / (1 - target)
     cpu_nodes = ceil_exact(required_cpu / node_cpu)
-    cpu_delta, cpu_action = _recommend(access, cpu_nodes)
+    access_load = measured.get(ACCESS_LOGIC)
+    cpu_sizing, cpu_notes, cpu_util = _measured_sizing(cpu_nodes, len(access.active), access_load,
+                                                       _factor(demand, access_load), cp)
+    cpu_delta, cpu_action, cpu_binding = _recommend(access, cpu_sizing)
     cpu_headroom = (1 - array.cpu_instructions_per_s / installed_cpu) if installed_cpu > 0 else None
     access_plan = TierPlan(
         tier=access.kind, name=access.name, active_nodes=len(access.active), standby_nodes=len(access.standby),
-        nodes_needed=cpu_nodes, nodes_delta=cpu_delta, action=cpu_action,
+        nodes_needed=cpu_sizing.nodes, nodes_delta=cpu_delta, action=cpu_action, binding=cpu_binding,
         installed={"cpu_capacity_per_s": float(installed_cpu),
-                   "cpu_headroom": None if cpu_headroom is None else float(cpu_headroom)},
+                   "cpu_headroom": None if cpu_headroom is None else float(cpu_headroom),
+                   "measured_utilisation": cpu_util},
         needed={"cpu_instructions_per_s": float(array.cpu_instructions_per_s),
                 "cpu_capacity_per_s": float(required_cpu), "node_cpu_capacity_per_s": float(node_cpu)},
         explanations={
@@ -191,7 +292,8 @@ def plan_against_installed(demand: Demand, params: WhatIfParams, installed: list
                 f"nodes = ceil({fmt(array.cpu_instructions_per_s)}/s ÷ (1 − {fmt(target)} target headroom) ÷ "
                 f"{fmt(node_cpu)}/s per node) = {cpu_nodes}"
             ),
-            "nodes_delta": f"{cpu_nodes} needed − {len(access.active)} active → {cpu_action}",
+            "nodes_delta": f"{cpu_sizing.nodes} needed − {len(access.active)} active → {cpu_action}",
+            **cpu_notes,
         },
     )
 
@@ -199,17 +301,29 @@ def plan_against_installed(demand: Demand, params: WhatIfParams, installed: list
     modules_installed = len(active_tops)
     installed_tops = sum(active_tops, Fraction(0))
     modules_delta = array.modules_needed - modules_installed
-    hyb_delta, hyb_action = _recommend(hybrid, array.nodes_needed)
+    hybrid_load = measured.get(HYBRID_INFERENCE)
+    hyb_sizing, hyb_notes, hyb_util = _measured_sizing(array.nodes_needed, len(hybrid.active), hybrid_load,
+                                                       _factor(demand, hybrid_load), cp)
+    hyb_delta, hyb_action, hyb_binding = _recommend(hybrid, hyb_sizing)
+    modules_kept = array.modules_needed
+    modules_text = (f"{array.modules_needed} needed − {modules_installed} installed on active nodes "
+                    f"= {modules_delta:+d}")
+    if hyb_sizing.binding != "formula":  # measured work sets the nodes: the modules follow them
+        modules_kept = max(0, round((len(hybrid.active) + hyb_delta) * per_node))
+        modules_delta = modules_kept - modules_installed
+        modules_text = (f"{hyb_sizing.binding} binds: {len(hybrid.active) + hyb_delta} nodes × {fmt(per_node)} "
+                        f"modules per node = {modules_kept} − {modules_installed} installed = {modules_delta:+d}")
     module_word = "add" if modules_delta > 0 else "release" if modules_delta < 0 else "keep"
     compute_headroom = (1 - array.compute_tflops / installed_tops) if installed_tops > 0 else None
     hybrid_plan = TierPlan(
         tier=hybrid.kind, name=hybrid.name, active_nodes=len(hybrid.active), standby_nodes=len(hybrid.standby),
-        nodes_needed=array.nodes_needed, nodes_delta=hyb_delta,
+        nodes_needed=hyb_sizing.nodes, nodes_delta=hyb_delta, binding=hyb_binding,
         action=f"modules: {module_word} {abs(modules_delta)}; nodes: {hyb_action}",
         modules_delta=modules_delta,
         installed={"modules": modules_installed, "tops": float(installed_tops),
-                   "compute_headroom": None if compute_headroom is None else float(compute_headroom)},
-        needed={"modules": array.modules_needed, "compute_tflops": float(array.compute_tflops),
+                   "compute_headroom": None if compute_headroom is None else float(compute_headroom),
+                   "measured_utilisation": hyb_util},
+        needed={"modules": modules_kept, "compute_tflops": float(array.compute_tflops),
                 "module_tops": float(module_tops), "modules_per_node": float(per_node)},
         explanations={
             "compute_tflops": array.explanations["compute_tflops"],
@@ -217,12 +331,12 @@ def plan_against_installed(demand: Demand, params: WhatIfParams, installed: list
             + ("" if params.module_tops is not None else " (TOPS per module: the installed modules' mean)"),
             "nodes_needed": array.explanations["nodes_needed"]
             + ("" if params.modules_per_node is not None else " (modules per node: the installed mean)"),
-            "modules_delta": (f"{array.modules_needed} needed − {modules_installed} installed on active nodes "
-                              f"= {modules_delta:+d}"),
+            "modules_delta": modules_text,
             "compute_headroom": (f"headroom = 1 − {fmt(array.compute_tflops)} TFLOPs/s ÷ {fmt(installed_tops)} TOPS "
                                  f"= {fmt(compute_headroom)}" if compute_headroom is not None
                                  else "no modules on active hybrid nodes"),
-            "nodes_delta": f"{array.nodes_needed} needed − {len(hybrid.active)} active → {hyb_action}",
+            "nodes_delta": f"{hyb_sizing.nodes} needed − {len(hybrid.active)} active → {hyb_action}",
+            **hyb_notes,
         },
     )
     plans = [access_plan, hybrid_plan]
@@ -231,7 +345,7 @@ def plan_against_installed(demand: Demand, params: WhatIfParams, installed: list
         plans.append(TierPlan(
             tier=external.kind, name=external.name, active_nodes=len(external.active),
             standby_nodes=len(external.standby), nodes_needed=None, nodes_delta=0,
-            action="not sized by the array formulas (requests for ≥70B models go to its endpoints)",
+            action="not sized by the array formulas (requests for ≥70B models go to its endpoints)", binding="none",
             installed={"endpoints": external.endpoints}, needed={},
         ))
     plan = {

@@ -18,6 +18,20 @@
   // ---- figures ---------------------------------------------------------------------------------
   function gd(name) { return document.querySelector('[data-figure="' + name + '"]'); }
 
+  // Charts hold their shape: the figure's height becomes the container's (Plotly's responsive
+  // resize forgets layout.height and would fall back to the container's CSS minimum), and a
+  // container grows when legend rows leave the plot area under MIN_PLOT.
+  const MIN_PLOT = 210;
+  function fitPlot(div) {
+    const size = div._fullLayout && div._fullLayout._size;
+    const short = size ? Math.ceil(MIN_PLOT - size.h) : 0;
+    if (short > 1 && !div.__growing) {
+      div.__growing = true;
+      div.style.height = (div.clientHeight + short) + "px";
+      Promise.resolve(Plotly.Plots.resize(div)).finally(() => { div.__growing = false; });
+    }
+  }
+
   function draw(name, fig) {
     const div = gd(name);
     if (!div || !fig) return;
@@ -27,8 +41,16 @@
       if (div.layout.updatemenus) fig.layout.updatemenus = div.layout.updatemenus;
     }
     if (name === "racks") { recolourRacks(fig.data[0], window.__snapshot); applyRackSpec(fig); }
+    if (fig.layout.height) {
+      div.style.height = Math.max(fig.layout.height, parseFloat(div.style.height) || 0) + "px";
+      delete fig.layout.height;
+    }
     fig.layout.datarevision = ++revision;
-    Plotly.react(div, fig.data, fig.layout, PLOT_CONFIG);
+    if (window.Theme) Theme.layout(fig.layout);  // the page's light/dark colours (theme.js)
+    Plotly.react(div, fig.data, fig.layout, PLOT_CONFIG).then(() => {
+      if (!div.__shape) { div.__shape = true; div.on("plotly_afterplot", () => fitPlot(div)); }
+      fitPlot(div);
+    });
     if (name === "racks" && !div.__clicks) {
       div.__clicks = true;
       div.on("plotly_click", (ev) => {
@@ -36,6 +58,17 @@
         if (id) location.href = "/nodes/" + id + "/";
       });
     }
+  }
+
+  // An empty time chart comes with a "no data yet" note over the chosen window (charts.py);
+  // once points arrive (the queue chart's live tail), the note goes and the axis fits the data.
+  function dropNoData(layout, data) {
+    const notes = layout.annotations || [];
+    if (!notes.some((a) => a.name === "no-data") || !data.some((t) => (t.x || []).length)) return;
+    layout.annotations = notes.filter((a) => a.name !== "no-data");
+    const xaxis = Object.assign({}, layout.xaxis, { autorange: true });
+    delete xaxis.range;
+    layout.xaxis = xaxis;
   }
 
   function redraw(div) {
@@ -113,7 +146,7 @@
       while (xs.length && Date.parse(xs[0]) < cutoff) { xs.shift(); ys.shift(); }
       trace.x = xs; trace.y = ys; changed = true;
     });
-    if (changed) redraw(div);
+    if (changed) { dropNoData(div.layout, div.data); redraw(div); }
   }
 
   function updateBreakdown(snap) {
@@ -215,36 +248,107 @@
   }
 
   // ---- node page -----------------------------------------------------------------------------------
-  let nodeBusy = false;
+  // One refresh at a time; one asked for while another is in flight (an event that came after
+  // its fetch left) runs again once it ends, so the page never settles on an older answer.
+  let nodeBusy = false, nodeDirty = false;
   async function refreshNode() {
-    if (cfg.page !== "node" || nodeBusy) return;
+    if (cfg.page !== "node") return;
+    if (nodeBusy) { nodeDirty = true; return; }
     nodeBusy = true;
     try {
-      const n = await Live.fetchJSON(cfg.live_url);
-      setNodeState(n.id, n.state);
-      // what each action may do from here (the API decides; this only avoids pointless clicks)
-      const can = { cordon: n.state === "active", drain: ["active", "cordoned"].includes(n.state), uncordon: !!n.hold };
-      document.querySelectorAll("#node-actions button.act").forEach((b) => { b.disabled = !can[b.dataset.action]; });
-      const hold = document.getElementById("node-hold");
-      if (hold) hold.textContent = n.hold ? n.hold.kind + " by " + n.hold.owner + (n.hold.by ? " (" + n.hold.by + ")" : "") +
-        " · " + n.hold.state + " · “" + n.hold.reason + "”" : "none";
-      const waiting = document.getElementById("drain-waiting");
-      if (waiting) waiting.textContent = n.hold ? n.hold.waiting_for : "nothing";
-      const latest = document.getElementById("node-latest");
-      if (latest && n.latest) latest.textContent = "CPU " + pctText(n.latest.cpu_util) + " · memory " + pctText(n.latest.mem_util) +
-        " · " + n.latest.in_flight + " in flight · load " + n.latest.load1 + " · " + n.latest.age_s + " s ago";
-      n.modules.forEach((m) => {
-        const row = document.querySelector('[data-module="' + m.id + '"]');
-        if (!row) return;
-        const set = (k, v) => { const c = row.querySelector('[data-cell="' + k + '"]'); if (c) c.textContent = v; };
-        row.querySelector('[data-cell="state"]').replaceChildren(badge(m.state, cfg.module_colours || {}, cfg.module_labels));
-        const l = m.latest;
-        if (!l) return;
-        set("util", pctText(l.util)); set("temp_c", l.temp_c + " °C"); set("power_w", l.power_w + " W");
-        set("link", "×" + l.link_width + " of ×" + l.link_width_expected);
-        set("ecc_corrected", l.ecc_corrected); set("ecc_uncorrected", l.ecc_uncorrected); set("errors", l.errors);
-      });
+      do {
+        nodeDirty = false;
+        renderNode(await Live.fetchJSON(cfg.live_url));
+      } while (nodeDirty);
     } finally { nodeBusy = false; }
+  }
+
+  // The action a module's state allows (as templates/dashboard/_node_modules_live.html renders it).
+  function moduleAction(m) {
+    const b = document.createElement("button");
+    b.type = "button";
+    if (m.state === "quarantined") {
+      b.className = "act small-btn"; b.dataset.action = "release"; b.textContent = "Release";
+      b.dataset.title = "Release module " + m.serial; b.dataset.text = "Put the module back to work.";
+    } else if (m.state === "healthy" || m.state === "degraded") {
+      b.className = "act warn small-btn"; b.dataset.action = "quarantine"; b.textContent = "Quarantine";
+      b.dataset.title = "Quarantine module " + m.serial; b.dataset.text = "No new work on this module; the node serves on its others.";
+    } else return null;
+    b.dataset.url = "/api/v1/modules/" + m.id + "/" + b.dataset.action + "/";
+    return b;
+  }
+
+  function renderNode(n) {
+    setNodeState(n.id, n.state);
+    const since = document.getElementById("node-state-since");
+    if (since && n.state_changed_at && Date.parse(n.state_changed_at) !== Date.parse(since.dataset.since || "")) {
+      since.dataset.since = n.state_changed_at;
+      since.textContent = "· state since " + n.state_changed_at.slice(0, 16).replace("T", " ") + " UTC";
+    }
+    n.modules.forEach((m) => { moduleIds.add(String(m.id)); });
+    // what each action may do from here (the API decides; this only avoids pointless clicks)
+    const can = { cordon: n.state === "active", drain: ["active", "cordoned"].includes(n.state), uncordon: !!n.hold,
+                  maintenance: !["maintenance", "retired"].includes(n.state), "maintenance-leave": n.state === "maintenance" };
+    document.querySelectorAll("#node-actions button.act").forEach((b) => { b.disabled = !can[b.dataset.action]; });
+    const hold = document.getElementById("node-hold");
+    if (hold) hold.textContent = n.hold ? n.hold.kind + " by " + n.hold.owner + (n.hold.by ? " (" + n.hold.by + ")" : "") +
+      " · " + n.hold.state + " · “" + n.hold.reason + "”" : "none";
+    const waiting = document.getElementById("drain-waiting");
+    if (waiting) waiting.textContent = n.hold ? n.hold.waiting_for : "nothing";
+    const latest = document.getElementById("node-latest");
+    if (latest && n.latest) latest.textContent = "CPU " + pctText(n.latest.cpu_util) + " · memory " + pctText(n.latest.mem_util) +
+      " · " + (n.latest.in_flight ?? "unknown") + " in flight · load " + n.latest.load1 + " · " + n.latest.age_s + " s ago";
+    n.modules.forEach((m) => {
+      const row = document.querySelector('[data-module="' + m.id + '"]');
+      if (!row) return;
+      const set = (k, v) => { const c = row.querySelector('[data-cell="' + k + '"]'); if (c) c.textContent = v; };
+      row.querySelector('[data-cell="state"]').replaceChildren(badge(m.state, cfg.module_colours || {}, cfg.module_labels));
+      document.querySelectorAll('[data-module-state="' + m.id + '"]').forEach((c) => {
+        if (!c.querySelector(".badge.state-" + m.state)) c.replaceChildren(badge(m.state, cfg.module_colours || {}, cfg.module_labels));
+      });
+      const act = row.querySelector('[data-cell="action"]');
+      if (act) {
+        const want = moduleAction(m), btn = act.querySelector("button.act");
+        if ((btn ? btn.dataset.action : null) !== (want ? want.dataset.action : null)) act.replaceChildren(...(want ? [want] : []));
+      }
+      const l = m.latest;
+      if (!l) return;
+      // A null figure is one the agent could not read: shown as "–", never as 0.
+      const unit = (v, u) => (v === null || v === undefined ? "–" : v + u);
+      set("util", pctText(l.util)); set("temp_c", unit(l.temp_c, " °C")); set("power_w", unit(l.power_w, " W"));
+      set("link", l.link_width === null ? "–" : "×" + l.link_width + " of ×" + (l.link_width_expected ?? "?"));
+      set("ecc_corrected", numText(l.ecc_corrected)); set("ecc_uncorrected", numText(l.ecc_uncorrected));
+      set("errors", numText(l.errors));
+    });
+  }
+
+  // Parts of a page re-read from the page itself (the node's audit trail, the operations page) when
+  // an event says they changed, so their rows look exactly as the server renders them. One read at
+  // a time per part; one asked for during another runs again after it.
+  const moduleIds = new Set([...document.querySelectorAll("[data-module]")].map((r) => r.dataset.module));
+  const rereads = {};
+  async function reread(id) {
+    const box = document.getElementById(id);
+    if (!box) return;
+    const st = rereads[id] || (rereads[id] = { busy: false, dirty: false });
+    if (st.busy) { st.dirty = true; return; }
+    st.busy = true;
+    try {
+      do {
+        st.dirty = false;
+        const res = await fetch(location.pathname + location.search, { credentials: "same-origin" });
+        if (!res.ok) throw new Error(location.pathname + ": " + res.status);
+        const fresh = new DOMParser().parseFromString(await res.text(), "text/html").getElementById(id);
+        if (fresh) box.replaceChildren(...fresh.childNodes);
+      } while (st.dirty);
+    } finally { st.busy = false; }
+  }
+  function refreshTrail() { return reread("node-audit"); }
+  function refreshOperations() { return cfg.page === "operations" ? reread("ops-live") : Promise.resolve(); }
+
+  function aboutThisNode(d) {
+    return (d.target_type === "node" && d.target_id === String(cfg.node_id)) ||
+      (d.target_type === "module" && moduleIds.has(String(d.target_id)));
   }
 
   // ---- events ---------------------------------------------------------------------------------------
@@ -266,6 +370,7 @@
       case "fleet.snapshot": onSnapshot(d); break;
       case "node.state":
         setNodeState(d.id, d.state); known[d.id] = d.state;
+        refreshOperations().catch((e) => console.warn(e));
         if (cfg.page === "node" && d.id === cfg.node_id) refreshNode();
         break;
       case "drain.progress":
@@ -273,6 +378,8 @@
         if (cfg.page === "node" && d.node === cfg.node_id) refreshNode();
         break;
       case "audit.event":
+        refreshOperations().catch((e) => console.warn(e));
+        if (cfg.page === "node" && aboutThisNode(d)) refreshTrail().catch((e) => console.warn(e));
         if (cfg.page === "node" && !(d.target_type === "node" && d.target_id === String(cfg.node_id))) break;
         prepend("events", (d.time || "").slice(11, 19) + " " + d.action + " " + d.target + " by " + d.actor + (d.reason ? " · " + d.reason : ""));
         break;
@@ -297,6 +404,14 @@
     clearTimeout(t.__timer); t.__timer = setTimeout(() => { t.hidden = true; }, 5000);
   }
 
+  // The autoscaler policy's fields in the dialog: [input id, API field, parse]
+  const POLICY_FIELDS = [
+    ["policy-enabled", "enabled"], ["policy-dry-run", "dry_run"], ["policy-target", "target_queue_per_node", parseFloat],
+    ["policy-tolerance", "tolerance", parseFloat], ["policy-cooldown", "cooldown_s", (v) => parseInt(v, 10)],
+    ["policy-min", "min_nodes", (v) => (v === "" ? null : parseInt(v, 10))],
+    ["policy-max", "max_nodes", (v) => (v === "" ? null : parseInt(v, 10))],
+  ];
+
   function openAction(btn) {
     if (!dialog) return;
     pending = btn;
@@ -304,13 +419,38 @@
     let text = btn.dataset.text || "";
     const desiredRow = document.getElementById("action-desired-row");
     desiredRow.hidden = btn.dataset.action !== "scale";
+    // a drain (and a maintenance that drains first) takes a deadline and what to do at it
+    const deadlined = ["drain", "maintenance"].includes(btn.dataset.action);
+    document.getElementById("action-deadline-row").hidden = !deadlined;
+    document.getElementById("action-then-row").hidden = btn.dataset.action !== "drain";
+    document.getElementById("action-deadline").value = "15";
+    document.getElementById("action-deadline-action").value = "alert";
+    document.getElementById("action-then").value = "stay";
     if (btn.dataset.action === "scale") {
       const input = document.getElementById("action-desired");
       input.value = btn.dataset.desired; input.min = btn.dataset.min; input.max = btn.dataset.max;
       text = "Scale-up activates standby nodes; scale-down drains the least busy nodes first (min " + btn.dataset.min + ", max " + btn.dataset.max + ").";
     }
+    const policyRow = document.getElementById("action-policy-row");
+    policyRow.hidden = btn.dataset.action !== "autoscaler";
     if (btn.dataset.action === "autoscaler") {
-      text = "Switch the autoscaler " + (btn.dataset.enabled === "true" ? "off" : "on") + ".";
+      text = "The tier's autoscaler policy: the queue per node it aims at, and whether it scales or only records decisions.";
+      POLICY_FIELDS.forEach(([id]) => { const el = document.getElementById(id); if (el.type === "checkbox") el.checked = false; else el.value = ""; });
+      Live.fetchJSON(btn.dataset.url).then((p) => {
+        POLICY_FIELDS.forEach(([id, key]) => {
+          const el = document.getElementById(id);
+          if (el.type === "checkbox") el.checked = !!p[key]; else el.value = p[key] === null || p[key] === undefined ? "" : p[key];
+        });
+      }).catch((e) => { const err = document.getElementById("action-error"); err.textContent = String(e); err.hidden = false; });
+    }
+    if (btn.dataset.action === "bulk") {
+      btn.__nodes = picked().map((c) => ({ id: c.value, hostname: c.dataset.hostname }));
+      const k = btn.__nodes.length;
+      document.getElementById("action-title").textContent = btn.dataset.title + " " + k + " node" + (k === 1 ? "" : "s");
+      text = "Nodes: " + btn.__nodes.map((n) => n.hostname).join(", ") + ". " + (btn.dataset.text || "");
+      const isDrain = btn.dataset.bulk === "drain";
+      document.getElementById("action-deadline-row").hidden = !isDrain;
+      document.getElementById("action-then-row").hidden = !isDrain;
     }
     document.getElementById("action-text").textContent = text;
     document.getElementById("action-error").hidden = true;
@@ -327,10 +467,39 @@
     const err = document.getElementById("action-error");
     if (!reason) { err.textContent = "A reason is required."; err.hidden = false; return; }
     let body = { reason: reason }, method = "POST";
+    if (btn.dataset.state) body.state = btn.dataset.state;  // a version combination's next state
     if (btn.dataset.action === "scale") body.desired = parseInt(document.getElementById("action-desired").value, 10);
-    if (btn.dataset.action === "autoscaler") { body = { enabled: btn.dataset.enabled !== "true", reason: reason }; method = "PATCH"; }
+    if (["drain", "maintenance"].includes(btn.dataset.action)) {
+      const minutes = parseFloat(document.getElementById("action-deadline").value);
+      if (!(minutes >= 0)) { err.textContent = "The deadline is a number of minutes, 0 for none."; err.hidden = false; return; }
+      body.deadline_s = Math.round(minutes * 60);
+      body.deadline_action = document.getElementById("action-deadline-action").value;
+      if (btn.dataset.action === "drain") body.then = document.getElementById("action-then").value;
+    }
+    if (btn.dataset.action === "autoscaler") {
+      body = { reason: reason }; method = "PATCH";
+      POLICY_FIELDS.forEach(([id, key, parse]) => {
+        const el = document.getElementById(id);
+        body[key] = el.type === "checkbox" ? el.checked : parse(el.value);
+      });
+      const bad = POLICY_FIELDS.find(([id, key]) => typeof body[key] === "number" && isNaN(body[key]));
+      if (bad) { err.textContent = "Fill in " + bad[1].replace(/_/g, " ") + "."; err.hidden = false; return; }
+    }
+    if (btn.dataset.action === "bulk" && btn.dataset.bulk === "drain") {
+      const minutes = parseFloat(document.getElementById("action-deadline").value);
+      if (!(minutes >= 0)) { err.textContent = "The deadline is a number of minutes, 0 for none."; err.hidden = false; return; }
+      body.deadline_s = Math.round(minutes * 60);
+      body.deadline_action = document.getElementById("action-deadline-action").value;
+      body.then = document.getElementById("action-then").value;
+    }
     const confirmBtn = document.getElementById("action-confirm");
     confirmBtn.disabled = true;
+    if (btn.dataset.action === "bulk") {
+      try { if (await confirmBulk(btn, body, err)) dialog.close(); }
+      catch (e) { err.textContent = String(e); err.hidden = false; }
+      finally { confirmBtn.disabled = false; }
+      return;
+    }
     try {
       const res = await Live.send(btn.dataset.url, body, method);
       if (!res.ok) {
@@ -342,16 +511,46 @@
       const d = res.data || {};
       if (d.node) { setNodeState(d.node.id, d.node.state); toast(btn.dataset.action + ": " + d.node.hostname + " is " + d.node.state); }
       else if (d.module) toast(btn.dataset.action + ": module " + d.module.serial + " is " + d.module.state);
+      else if (d.driver && d.state) toast("version combination #" + d.id + " is " + d.state);
       else if (d.scale_request) toast("scale " + d.scale_request.tier_kind + " to " + d.scale_request.desired + ": " + d.scale_request.state);
       else if (btn.dataset.action === "autoscaler") {
         btn.dataset.enabled = String(d.enabled);
         btn.textContent = "Autoscaler: " + autoscalerLabel(d);
-        toast("autoscaler " + (d.enabled ? "on" : "off"));
+        toast("autoscaler " + autoscalerLabel(d) + ", target " + d.target_queue_per_node + " queued per node");
       }
       refreshNode();
+      refreshOperations().catch((e) => console.warn(e));
+      if (cfg.page === "combinations") reread("combos").catch((e) => console.warn(e));
     } catch (e) {
       err.textContent = String(e); err.hidden = false;
     } finally { confirmBtn.disabled = false; }
+  }
+
+  // ---- node list: a selection, cordoned or drained with one confirmation naming every node ----------------
+  function picked() { return [...document.querySelectorAll("#node-table input.pick:checked")]; }
+  function updatePicks() {
+    const n = picked().length;
+    const count = document.getElementById("bulk-count");
+    if (count) count.textContent = n + " selected";
+    document.querySelectorAll('#bulk-bar button[data-action="bulk"]').forEach((b) => { b.disabled = n === 0; });
+  }
+  document.addEventListener("change", (ev) => {
+    if (ev.target.id === "pick-all") document.querySelectorAll("#node-table input.pick").forEach((c) => { c.checked = ev.target.checked; });
+    if (ev.target.id === "pick-all" || ev.target.classList.contains("pick")) updatePicks();
+  });
+
+  async function confirmBulk(btn, body, err) {
+    const nodes = btn.__nodes || [];
+    const refused = [];
+    for (const n of nodes) {
+      const res = await Live.send("/api/v1/nodes/" + n.id + "/" + btn.dataset.bulk + "/", body, "POST");
+      if (!res.ok) refused.push(n.hostname + ": " + ((res.data && res.data.detail) || res.status));
+    }
+    reread("node-rows").then(updatePicks).catch((e) => console.warn(e));
+    const done = nodes.length - refused.length;
+    toast(btn.dataset.bulk + ": " + done + " of " + nodes.length + " node" + (nodes.length === 1 ? "" : "s") + " done", refused.length > 0);
+    if (refused.length) { err.textContent = "Refused: " + refused.join("; "); err.hidden = false; return false; }
+    return true;
   }
 
   document.addEventListener("click", (ev) => {
@@ -394,6 +593,7 @@
       const work = [];
       if (cfg.snapshot_url && cfg.page !== "node") work.push(Live.fetchJSON(cfg.snapshot_url).then(onSnapshot));
       if (cfg.page === "node") work.push(refreshNode());
+      if (opened > 1) work.push(refreshOperations());  // catch up with what happened while away
       if (opened > 1) work.push(refreshFigures());  // after a reconnect, the history may have moved on
       return Promise.all(work);
     },
@@ -401,5 +601,7 @@
   // The history is per minute: refresh it every minute; the node page's module table every 5 s.
   setInterval(() => refreshFigures().catch((e) => console.warn(e)), 60000);
   if (cfg.page === "node") setInterval(() => refreshNode().catch((e) => console.warn(e)), 5000);
+  // what each drain waits for moves on without an event: the operations page re-reads every 5 s
+  if (cfg.page === "operations") setInterval(() => refreshOperations().catch((e) => console.warn(e)), 5000);
   window.Dashboard = { cfg: cfg, refreshFigures: refreshFigures, refreshNode: refreshNode };
 })();

@@ -4,12 +4,13 @@
  * exponential backoff and jitter; on every open it calls handlers.resync() (re-fetch the
  * snapshot over REST), so a message lost while disconnected never leaves a stale screen.
  * A refusal (close code 4403: not signed in / no role) stops retrying.
- * The status indicator (#live-status) says "live" or "reconnecting…" with the age of the data.
+ * The status indicator (#live-status) says "live" or "reconnecting…" with the age of the data, and
+ * "updates failing" while the server's broadcaster reports failed ticks (broadcast.health frames).
  */
 (function () {
   "use strict";
 
-  const state = { lastData: null, socket: null, status: "connecting", closedCode: null };
+  const state = { lastData: null, socket: null, status: "connecting", closedCode: null, broadcast: null };
 
   function el(id) { return document.getElementById(id); }
 
@@ -22,10 +23,21 @@
   function renderStatus() {
     const box = el("live-status");
     if (!box) return;
-    box.className = "live-status live-" + state.status;
-    const text = { live: "live", connecting: "connecting…", reconnecting: "reconnecting…", refused: "not allowed" };
-    box.querySelector(".live-text").textContent = (text[state.status] || state.status) + ageText();
-    box.dataset.state = state.status;
+    // Connected, but the server's broadcaster says its ticks fail: the data has stopped, and why.
+    const shown = state.status === "live" && state.broadcast ? "degraded" : state.status;
+    box.className = "live-status live-" + shown;
+    const text = { live: "live", connecting: "connecting…", reconnecting: "reconnecting…", refused: "not allowed",
+                   degraded: "updates failing" };
+    let line = (text[shown] || shown) + ageText();
+    if (shown === "degraded") {
+      const b = state.broadcast;
+      line += " · " + b.failures + " tick" + (b.failures === 1 ? "" : "s") + " in a row";
+      box.title = "The server's broadcaster fails since " + b.since + ": " + b.error;
+    } else {
+      box.title = "Websocket state and the age of the newest data";
+    }
+    box.querySelector(".live-text").textContent = line;
+    box.dataset.state = shown;
   }
   setInterval(renderStatus, 1000);
 
@@ -94,6 +106,12 @@
       ws.onmessage = function (ev) {
         let msg;
         try { msg = JSON.parse(ev.data); } catch (e) { return; }
+        if (msg.type === "broadcast.health") {  // about the data, not data: its age keeps growing
+          state.broadcast = msg.data && !msg.data.ok ? msg.data : null;
+          renderStatus();
+          return;
+        }
+        if (msg.type === "fleet.snapshot") state.broadcast = null;  // a tick went through
         touched();
         if (handlers.onMessage) handlers.onMessage(msg);
       };

@@ -134,7 +134,7 @@
     updateCost();
     const fig = await api(chart.dataset.api, "POST", body);
     if (seq === arraySeq && fig.ok && window.Plotly) {
-      window.Plotly.react(chart, fig.data.figure.data, fig.data.figure.layout, plotConfig());
+      window.Plotly.react(chart, fig.data.figure.data, themed(fig.data.figure.layout), plotConfig());
       chart.dataset.users = String(body.concurrent_users);
     }
   }
@@ -209,8 +209,9 @@
   }
 
   // --- wiring ----------------------------------------------------------------
+  function themed(l) { return window.Theme ? window.Theme.layout(l) : l; }  // theme.js: light/dark colours
   const initial = JSON.parse(document.getElementById("planner-initial-figure").textContent);
-  if (window.Plotly) window.Plotly.newPlot(chart, initial.data, initial.layout, plotConfig());
+  if (window.Plotly) window.Plotly.newPlot(chart, initial.data, themed(initial.layout), plotConfig());
 
   arrayForm.addEventListener("input", debounce(updateArray, 250));
   costForm.addEventListener("input", debounce(updateCost, 250));

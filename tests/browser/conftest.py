@@ -4,9 +4,12 @@ Playwright's sync API against pytest-django's ``live_server``.
 Reusable by any app's browser tests (import from ``tests.browser.conftest`` or put tests in this
 folder):
 
-* ``browser_page``: a fresh Playwright page (own context: no shared cookies) per test;
+* ``browser_page``: a fresh Playwright page (own context: no shared cookies) per test; a
+  Content-Security-Policy violation logged by the browser fails the test;
 * ``login(page, live_server, username, password)``: log in through the login form;
 * ``screenshot(page, name)``: save ``artifacts/<name>.png`` at the repository root;
+* ``dashboard_stack``: the demo fleet with telemetry rolled up, uvicorn and the broadcaster
+  (a ``live_stack``; helpers in ``tests.browser.live_pages``);
 * ``demo_fleet``: the demo fleet (``seed_demo``) in the live server's database plus a viewer
   ``BROWSER_USER``/``BROWSER_PASSWORD``;
 * ``restore_migration_rows()`` (from ``tests.conftest``, which also runs it before every
@@ -18,6 +21,7 @@ from the repository with no CDN and no collectstatic.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,13 +71,20 @@ def chromium_browser() -> Iterator[Any]:
 
 @pytest.fixture
 def browser_page(chromium_browser: Any) -> Iterator[Any]:
+    """A page whose Content-Security-Policy violations fail the test: the pages run under the
+    policy the server sends (enforced), and Chromium logs each refusal to the console."""
     context = chromium_browser.new_context(viewport=VIEWPORT, locale="en-US", timezone_id="UTC")
-    context.set_default_timeout(15_000)
+    # The longest any one step may take before the state it waits for counts as never coming: on a
+    # loaded 2-core machine a page behind a login and a demo fleet takes well over 15 s to load.
+    context.set_default_timeout(45_000)
     page = context.new_page()
+    refused: list[str] = []
+    page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
     try:
         yield page
     finally:
         context.close()
+    assert refused == [], f"the pages broke their Content-Security-Policy: {refused}"
 
 
 def login(page: Any, live_server: Any, username: str, password: str, next_url: str = "/") -> None:
@@ -98,9 +109,33 @@ def screenshot(page: Any, name: str, *, full_page: bool = True) -> Path:
 def demo_fleet(transactional_db: Any, live_server: Any) -> dict[str, Any]:
     """The demo fleet, committed so the live server's thread sees it, and a viewer to log in as."""
     from apps.accounts.services import user_ensure
-    from apps.inventory.demo import seed_demo
+    from apps.simulator.demo import seed_demo
 
     restore_migration_rows()
     summary = seed_demo()
     user_ensure(username=BROWSER_USER, password=BROWSER_PASSWORD, role="viewer")
     return summary
+
+
+@pytest.fixture
+def dashboard_stack(live_stack: Any) -> Any:
+    """The demo fleet with 8 minutes of telemetry rolled up, a uvicorn process and the broadcaster."""
+    from django.utils import timezone
+
+    from apps.accounts.services import user_ensure
+    from apps.simulator.demo import seed_demo
+    from apps.telemetry.services import telemetry_rollup
+    from tests.browser.live_pages import OPERATOR, VIEWER, post_telemetry
+
+    restore_migration_rows()
+    seed_demo()
+    user_ensure(username=OPERATOR[0], password=OPERATOR[1], role="operator")
+    user_ensure(username=VIEWER[0], password=VIEWER[1], role="viewer")
+    now = timezone.now()
+    for i in range(10):
+        post_telemetry(at=now - dt.timedelta(seconds=50 * (10 - i)), seq=i)
+    telemetry_rollup(now=now, since=now - dt.timedelta(minutes=10))
+
+    live_stack.web()
+    live_stack.broadcaster(interval=0.5)
+    return live_stack

@@ -73,10 +73,10 @@ def test_it_sizes_the_array_as_you_type(browser_page: Any, live_server: Any, dem
     page.click("#what-if-mine")
     page.wait_for_selector("#what-if-results tr[data-tier=hybrid_inference]")
     hybrid = page.inner_text("#what-if-results tr[data-tier=hybrid_inference]")
-    assert "33 / 9" in hybrid
+    assert "33 / 5" in hybrid  # 9 standby, 4 of them in the gray pool (not capacity)
     # 7 nodes needed, 33 active, the demo tier keeps at least 10 active.
     assert "-23 nodes" in hybrid
-    assert "release 23 nodes (drain first); the tier minimum keeps 10 active" in hybrid
+    assert "release 23 nodes (drain first); minimum binds: the tier minimum keeps 10 active" in hybrid
     assert "Demand (user): 1,000 req/s" in page.inner_text("#what-if-demand")
     screenshot(page, "planner")
 
@@ -103,3 +103,20 @@ def test_it_shows_errors_next_to_the_fields(browser_page: Any, live_server: Any,
     _wait_out(page, "#array-card", "modules_needed", "20")
     assert page.inner_text("[data-error-for=request_interval_s]") == ""
     assert "stale" not in (page.get_attribute("#array-results", "class") or "")
+
+
+def test_it_plans_the_observed_busy_hour_without_a_release(browser_page: Any, live_server: Any,
+                                                           demo_fleet: dict[str, Any]) -> None:
+    from tests.fleet_play import play_demo_hour
+
+    play_demo_hour(15.0)
+    page = browser_page
+    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url="/planner/")
+    page.click("#what-if-observed")
+    page.wait_for_selector("#what-if-results tr[data-tier=access_logic]")
+    for kind in ("access_logic", "hybrid_inference"):
+        row = page.inner_text(f"#what-if-results tr[data-tier={kind}]")
+        assert "release" not in row.split("binds")[0].split("nodes:")[-1], row
+        assert "utilisation binds" in row or "queue binds" in row, row
+    assert "Demand (telemetry)" in page.inner_text("#what-if-demand")
+    screenshot(page, "planner-what-if-busy-hour")

@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from apps.planner.views import PLOTLY_JS, PLOTLY_VERSION
+from apps.common.views import PLOTLY_JS, PLOTLY_VERSION
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.inventory.choices import ModuleState, NodeState, TierKind
-from apps.inventory.demo import seed_demo
 from apps.inventory.models import Module, ModuleType, Node, Rack, Tier
+from apps.simulator.demo import seed_demo
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +64,7 @@ def test_it_plans_the_worked_example_against_a_small_fleet(viewer_api: APIClient
     assert access["installed"]["cpu_headroom"] == 0.9375
     assert access["nodes_needed"] == 1  # 2.5e8/s ÷ 2e9/s per node
     assert access["nodes_delta"] == -1
-    assert access["action"] == "release 1 node (drain first)"
+    assert access["action"] == "release 1 node (drain first); formula binds: the formula needs 1"
 
     hybrid = _tier(body, "hybrid_inference")
     # h-bad is active but its only module is quarantined: 4 active nodes, 6 serving modules.
@@ -77,7 +77,8 @@ def test_it_plans_the_worked_example_against_a_small_fleet(viewer_api: APIClient
     assert hybrid["modules_delta"] == 4  # 10 needed − 6
     assert hybrid["nodes_needed"] == 7  # ceil(10 ÷ 1.5)
     assert hybrid["nodes_delta"] == 3
-    assert hybrid["action"] == "modules: add 4; nodes: add 3 nodes (1 from standby, 2 new)"
+    assert hybrid["action"] == ("modules: add 4; nodes: add 3 nodes (1 from standby, 2 new); "
+                                "formula binds: the formula needs 7")
     assert hybrid["explanations"]["modules_delta"] == "10 needed − 6 installed on active nodes = +4"
 
 
@@ -88,7 +89,8 @@ def test_it_uses_given_module_size_and_density(viewer_api: APIClient, small_flee
     assert hybrid["modules_delta"] == -1
     assert hybrid["nodes_needed"] == 3
     assert hybrid["nodes_delta"] == -1
-    assert hybrid["action"] == "modules: release 1; nodes: release 1 node (drain first)"
+    assert hybrid["action"] == ("modules: release 1; nodes: release 1 node (drain first); "
+                                "formula binds: the formula needs 3")
 
 
 def test_it_keeps_recommendations_within_the_tier_limits(viewer_api: APIClient, small_fleet: Any) -> None:
@@ -101,7 +103,7 @@ def test_it_keeps_recommendations_within_the_tier_limits(viewer_api: APIClient, 
     assert "the plan needs 7, above the tier maximum of 5" in hybrid["action"]
     access = _tier(body, "access_logic")
     assert access["nodes_delta"] == 0
-    assert access["action"] == "no change; the tier minimum keeps 2 active"
+    assert access["action"] == "no change; minimum binds: the tier minimum keeps 2 active (the formula needs 1)"
 
 
 def test_it_asks_for_numbers_when_there_is_no_telemetry(viewer_api: APIClient, small_fleet: Any) -> None:
@@ -152,7 +154,9 @@ def test_it_plans_against_the_demo_fleet(viewer_api: APIClient) -> None:
     serving = Module.objects.filter(node__in=active, state__in=[ModuleState.HEALTHY, ModuleState.DEGRADED])
     tops = sum(m.module_type.int8_tops for m in serving.select_related("module_type"))
     assert hybrid["active_nodes"] == active.count() == 33
-    assert hybrid["standby_nodes"] == 9
+    # 9 standby nodes, 4 of them in the gray pool (2 per module type): they never serve.
+    assert Node.objects.filter(tier__kind=TierKind.HYBRID_INFERENCE, state=NodeState.STANDBY).count() == 9
+    assert hybrid["standby_nodes"] == 9 - Node.objects.filter(gray=True).count() == 5
     assert hybrid["installed"]["modules"] == serving.count()
     assert hybrid["installed"]["tops"] == float(tops)
     # 300 TFLOPs/s at the installed modules' mean TOPS.

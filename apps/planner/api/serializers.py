@@ -242,6 +242,9 @@ class TierPlanSerializer(serializers.Serializer):
     nodes_delta = serializers.IntegerField(help_text="Active nodes to add (+) or release (−), within min/max")
     modules_delta = serializers.IntegerField(allow_null=True, help_text="Modules to add (+) or release (−)")
     action = serializers.CharField()
+    binding = serializers.CharField(
+        help_text="The limit that sets the recommendation: formula (request counts), utilisation (measured "
+                  "work), queue (a growing queue), minimum or maximum (the tier's bounds), none")
     installed = serializers.DictField(child=serializers.FloatField(allow_null=True))
     needed = serializers.DictField(child=serializers.FloatField(allow_null=True))
     explanations = serializers.DictField(child=serializers.CharField())
@@ -261,9 +264,3 @@ class WhatIfSerializer(serializers.Serializer):
     plan = serializers.DictField(child=serializers.FloatField())
     tiers = TierPlanSerializer(many=True)
     explanations = serializers.DictField(child=serializers.CharField())
-
-
-class ErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()
-    errors = serializers.DictField(  # type: ignore[assignment]
-        child=serializers.ListField(child=serializers.CharField()), required=False)

@@ -15,8 +15,6 @@ from apps.planner import charts, formulas, selectors
 from apps.planner.api import serializers as s
 from apps.planner.what_if import WhatIfParams
 
-ERRORS = {400: s.ErrorSerializer}
-
 
 def _validated(serializer_cls: type[Any], data: Any, **context: Any) -> Any:
     serializer = serializer_cls(data=data, context=context)
@@ -29,7 +27,7 @@ class ArraySizingView(APIView):
 
     permission_classes = [ViewerAll]
 
-    @extend_schema(request=s.ArrayInputSerializer, responses={200: s.ArrayPlanSerializer, **ERRORS})
+    @extend_schema(request=s.ArrayInputSerializer, responses={200: s.ArrayPlanSerializer})
     def post(self, request: Request) -> Response:
         serializer = _validated(s.ArrayInputSerializer, request.data)
         plan = formulas.size_array(serializer.to_inputs())
@@ -41,7 +39,7 @@ class ArrayChartView(APIView):
 
     permission_classes = [ViewerAll]
 
-    @extend_schema(request=s.ArrayInputSerializer, responses={200: s.ChartSerializer, **ERRORS})
+    @extend_schema(request=s.ArrayInputSerializer, responses={200: s.ChartSerializer})
     def post(self, request: Request) -> Response:
         serializer = _validated(s.ArrayInputSerializer, request.data)
         return Response({"figure": charts.users_figure(serializer.to_inputs())})
@@ -52,7 +50,7 @@ class AgentSizingView(APIView):
 
     permission_classes = [ViewerAll]
 
-    @extend_schema(request=s.AgentInputSerializer, responses={200: s.AgentPlanSerializer, **ERRORS})
+    @extend_schema(request=s.AgentInputSerializer, responses={200: s.AgentPlanSerializer})
     def post(self, request: Request) -> Response:
         serializer = _validated(s.AgentInputSerializer, request.data)
         plan = formulas.size_agents(serializer.to_inputs())
@@ -76,7 +74,7 @@ class CostComparisonView(APIView):
 
     permission_classes = [ViewerAll]
 
-    @extend_schema(request=s.CostInputSerializer, responses={200: s.CostComparisonSerializer, **ERRORS})
+    @extend_schema(request=s.CostInputSerializer, responses={200: s.CostComparisonSerializer})
     def post(self, request: Request) -> Response:
         serializer = _validated(s.CostInputSerializer, request.data)
         result = formulas.compare_cost(serializer.to_inputs())
@@ -98,11 +96,11 @@ class WhatIfView(APIView):
 
     permission_classes = [ViewerAll]
 
-    @extend_schema(parameters=_WHAT_IF_QUERY, responses={200: s.WhatIfSerializer, **ERRORS})
+    @extend_schema(parameters=_WHAT_IF_QUERY, responses={200: s.WhatIfSerializer})
     def get(self, request: Request) -> Response:
         return self._answer(_validated(s.WhatIfInputSerializer, request.query_params.dict(), numbers_from_text=True))
 
-    @extend_schema(request=s.WhatIfInputSerializer, responses={200: s.WhatIfSerializer, **ERRORS})
+    @extend_schema(request=s.WhatIfInputSerializer, responses={200: s.WhatIfSerializer})
     def post(self, request: Request) -> Response:
         return self._answer(_validated(s.WhatIfInputSerializer, request.data))
 

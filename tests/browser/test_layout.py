@@ -1,0 +1,54 @@
+"""Page layout in a real browser at the widths operators use (1440, 1280 and a 390 px phone):
+nothing spills out of the card that holds it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.browser.conftest import BROWSER_PASSWORD, BROWSER_USER, login, screenshot
+
+pytestmark = pytest.mark.browser
+
+SPILLS = """() => [...document.querySelectorAll('section.tier .stat')].filter(s => {
+    const card = s.closest('section.tier').getBoundingClientRect(), r = s.getBoundingClientRect();
+    return r.right > card.right + 0.5 || r.left < card.left - 0.5; }).map(s => s.innerText.replace(/\\s+/g, ' '))"""
+
+
+@pytest.mark.parametrize("width, height", [(1440, 900), (1280, 800), (390, 844)])
+def test_the_tier_cards_hold_their_figures(browser_page: Any, live_server: Any, demo_fleet: dict[str, Any],
+                                           width: int, height: int) -> None:
+    page = browser_page
+    page.set_viewport_size({"width": width, "height": height})
+    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url="/")
+    assert page.locator("section.tier .stat").count() > 10
+    screenshot(page, f"fleet-{width}")
+    assert page.evaluate(SPILLS) == []
+
+
+PAGES = ["/", "/racks/", "/nodes/", "/nodes/{node}/", "/tiers/{tier}/", "/tiers/{external}/", "/combinations/",
+         "/drift/", "/operations/", "/planner/", "/audit/"]
+
+
+@pytest.mark.parametrize("width, height", [(1440, 900), (1280, 800), (390, 844)])
+def test_no_page_scrolls_sideways(browser_page: Any, live_server: Any, demo_fleet: dict[str, Any],
+                                  width: int, height: int) -> None:
+    """Every page at the widths operators use (a 390 px phone included), with a screenshot of each."""
+    from apps.inventory.models import Node, Tier
+
+    node = Node.objects.get(hostname="n-r1-07")
+    external = Tier.objects.get(kind="external_large_model")
+    page = browser_page
+    page.set_viewport_size({"width": width, "height": height})
+    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url="/")
+    wide = {}
+    for path in PAGES:
+        path = path.format(node=node.pk, tier=node.tier_id, external=external.pk)
+        page.goto(f"{live_server.url}{path}")
+        page.wait_for_load_state("load")
+        scroll = page.evaluate("() => document.documentElement.scrollWidth")
+        screenshot(page, f"page-{width}" + (path.rstrip("/").replace("/", "-") or "-fleet"))
+        if scroll > width:
+            wide[path] = scroll
+    assert not wide, f"pages wider than the {width} px window: {wide}"
