@@ -45,6 +45,8 @@ MODEL_BASE_MS = {"intent": 60.0, "generation": 320.0}
 SIGMA = {"perception": 0.3, "planning": 0.35, "tool_call": 0.5, "memory_update": 0.3, "intent": 0.25,
          "generation": 0.3}
 EXTERNAL_MS = 900.0
+ENDPOINT_ERROR_RATE = 0.002  # requests a healthy endpoint fails
+ENDPOINT_FAULTS = frozenset({"endpoint_slow", "endpoint_errors", "endpoint_quota"})
 SCHEDULABLE_STATES = frozenset({"active"})
 SILENT_STATES = frozenset({"retired", "failed"})
 POWERED_OFF_STATES = SILENT_STATES
@@ -73,6 +75,15 @@ class NodeSpec:
     cpu_clock_ghz: float = 3.0
     pcie_lanes: int = 16
     modules: tuple[ModuleSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """An external endpoint of tier 3 the gateway sends large-model requests to."""
+
+    name: str
+    quota_rpm: int = 600
+    quota_tpm: int = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -221,6 +232,76 @@ def operator_error(module: ModuleSpec, operator: str, faults: Iterable[FaultSpec
     return noise
 
 
+def combination_drift(*, driver: str, framework: str, module_type: str, operator: str,
+                      faults: Iterable[FaultSpec] = ()) -> float | None:
+    """The relative error a ``bad_combination`` fault gives ``operator`` on modules running
+    ``driver`` + ``framework`` (None: the combination is clean for it). A function of the
+    combination alone, so healthy twins and struck twins each agree with one another."""
+    for f in faults:
+        if f.kind != "bad_combination":
+            continue
+        p = f.params
+        if str(p.get("operator", "")).lower() != operator.lower():
+            continue
+        if p.get("driver") != driver or p.get("framework") != framework:
+            continue
+        if p.get("module_type") and module_type and p["module_type"] != module_type:
+            continue
+        return float(p.get("error", 0.08))
+    return None
+
+
+def perturb_outputs(outputs: list[Any], *, error: float, key: str) -> list[Any]:
+    """Outputs as a bad combination computes them: a quarter of the elements (chosen by ``key``,
+    deterministically) off by ``error`` of the dtype's range (at least 1 LSB) for integers, or
+    by ``error`` relative for floats."""
+    import numpy as np
+
+    rng = np.random.default_rng(int(_h("perturb", key) * 2**32))
+    out = []
+    for o in outputs:
+        a = np.array(o, copy=True)
+        if a.size == 0:
+            out.append(a)
+            continue
+        mask = rng.random(a.shape) < 0.25
+        mask.flat[0] = True
+        if a.dtype.kind in "iu":
+            info = np.iinfo(a.dtype)
+            span = min(float(info.max) - float(info.min), 255.0)
+            delta = max(1, int(round(error * span)))
+            shifted = a.astype(np.int64) + np.where(mask, delta, 0)
+            over = shifted > info.max
+            shifted = np.where(over, a.astype(np.int64) - delta, shifted)
+            a = np.clip(shifted, info.min, info.max).astype(a.dtype)
+        elif a.dtype.kind == "f":
+            a = np.where(mask, a * (1 + error) + np.asarray(error, dtype=a.dtype), a).astype(a.dtype)
+        out.append(a)
+    return out
+
+
+def silent_corruption(*, node: NodeSpec, serial: str, faults: Iterable[FaultSpec] = ()) -> float | None:
+    """The relative change a ``silent_corruption`` fault gives the float outputs of ``serial``
+    (None: the module is sound). It strikes one module of its node: the slot named, else the first."""
+    for f in faults:
+        if f.kind != "silent_corruption" or f.node != node.hostname or not node.modules:
+            continue
+        slot = f.params.get("slot")
+        target = next((m for m in node.modules if m.slot == slot), None) if slot is not None else None
+        target = target or min(node.modules, key=lambda m: m.slot)
+        if target.serial == serial:
+            return float(f.params.get("relative", 1e-5))
+    return None
+
+
+def scale_floats(outputs: list[Any], relative: float) -> list[Any]:
+    """Float outputs times (1 + relative); integer outputs as they are."""
+    import numpy as np
+
+    return [(np.asarray(o) * (1 + relative)).astype(o.dtype) if np.asarray(o).dtype.kind == "f" else o
+            for o in outputs]
+
+
 class Engine:
     def __init__(self, *, seed: int = 0, config: Config | None = None, start_time: float | None = None) -> None:
         self.seed = seed
@@ -301,7 +382,10 @@ class Engine:
             k += 1
 
     # -- one step -------------------------------------------------------------------------------
-    def step(self, now: float, nodes: list[NodeSpec], faults: list[FaultSpec], dt: float | None = None) -> StepResult:
+    def step(self, now: float, nodes: list[NodeSpec], faults: list[FaultSpec], dt: float | None = None,
+             endpoints: Iterable[EndpointSpec] = ()) -> StepResult:
+        """One sample interval. With ``endpoints``, the external tier's sample carries the gateway's
+        figures per endpoint (contract 3)."""
         cfg = self.config
         first = self.last_time is None
         if dt is None:
@@ -418,7 +502,7 @@ class Engine:
         model_ms, hybrid_rates = self._model_side(hybrid_ok, actual_rps, node_faults, now)
         node_samples = self._node_samples(nodes, node_faults, hybrid_rates, model_ms, now, dt)
         tier_samples, stage_samples = self._tier_samples(
-            access, access_rates, cpu_ms, hybrid_rates, model_ms, completed_tasks, now, dt)
+            access, access_rates, cpu_ms, hybrid_rates, model_ms, completed_tasks, now, dt, list(endpoints), faults)
         return StepResult(time=now, sim_time=self.sim_time(now), node_samples=node_samples,
                           tier_samples=tier_samples, stage_samples=stage_samples, requests_per_s=actual_rps)
 
@@ -568,8 +652,9 @@ class Engine:
 
     def _tier_samples(self, access: list[NodeSpec], access_rates: dict[str, float],
                       cpu_ms: dict[str, dict[str, float]], hybrid: dict[str, dict[str, Any]],
-                      model_ms: dict[str, float], completed_tasks: int, now: float,
-                      dt: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                      model_ms: dict[str, float], completed_tasks: int, now: float, dt: float,
+                      endpoints: list[EndpointSpec] | None = None, faults: list[FaultSpec] | None = None
+                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         cfg = self.config
         import datetime as _dt
 
@@ -614,7 +699,39 @@ class Engine:
             stage_samples.append(self._summary(HYBRID, s, count, self._draw(parts, s, min(n_draws, count)),
                                                window, now_iso))
         ext_count = int(round(ext_rps * window))
+        ext_parts = [(1.0, EXTERNAL_MS)]
+        if endpoints:
+            figures, ext_parts = self._endpoint_figures(endpoints, faults or [], ext_rps, window)
+            tier_samples[2]["endpoints"] = figures
         stage_samples.append(self._summary(EXTERNAL, "generation", ext_count,
-                                           self._draw([(1.0, EXTERNAL_MS)], "generation", min(n_draws, ext_count)),
+                                           self._draw(ext_parts, "generation", min(n_draws, ext_count)),
                                            window, now_iso))
         return tier_samples, stage_samples
+
+    def _endpoint_figures(self, endpoints: list[EndpointSpec], faults: list[FaultSpec], ext_rps: float,
+                          window: float) -> tuple[list[dict[str, Any]], list[tuple[float, float]]]:
+        """The gateway's figures per endpoint over the window: the external tier's requests spread by quota
+        (requests, failed ones, tokens, latency p95), and the latency mixture of the tier's generation stage.
+        Faults name their endpoint (``params.endpoint``): ``endpoint_slow`` multiplies its latency,
+        ``endpoint_errors`` fails a share of its requests, ``endpoint_quota`` raises its traffic to a share of
+        its requests quota."""
+        cfg = self.config
+        total_quota = sum(e.quota_rpm for e in endpoints)
+        figures: list[dict[str, Any]] = []
+        parts: list[tuple[float, float]] = []
+        for e in endpoints:
+            f = {x.kind: x.params for x in faults if x.kind in ENDPOINT_FAULTS and x.params.get("endpoint") == e.name}
+            rate = ext_rps * (e.quota_rpm / total_quota if total_quota else 1 / len(endpoints))
+            if "endpoint_quota" in f:
+                rate = max(rate, float(f["endpoint_quota"].get("use", 0.95)) * e.quota_rpm / 60)
+            requests = self._poisson(rate * window)
+            failing = ENDPOINT_ERROR_RATE + float(f.get("endpoint_errors", {}).get("error_rate", 0.0))
+            errors = min(requests, self._poisson(requests * min(1.0, failing)))
+            median = EXTERNAL_MS * float(f.get("endpoint_slow", {}).get("latency_factor", 1.0))
+            draws = self._draw([(1.0, median)], "generation", min(cfg.draws, requests)) if requests else []
+            per_request = (cfg.input_tokens + cfg.output_tokens) * (0.9 + 0.2 * self.rng.random())
+            figures.append({"endpoint": e.name, "requests": requests, "errors": errors,
+                            "tokens": int(round(requests * per_request)),
+                            "p95_ms": round(_percentile(draws, 0.95), 1) if draws else None})
+            parts.append((rate, median))
+        return figures, parts if any(w > 0 for w, _ in parts) else [(1.0, EXTERNAL_MS)]

@@ -23,12 +23,25 @@ from typing import Any
 
 import httpx
 
-from apps.simulator.engine import Engine, FaultSpec, NodeSpec
+from agent.cp_agent.vectors import VECTOR_PATH, VectorRunner
+from apps.simulator.engine import (
+    Engine,
+    FaultSpec,
+    ModuleSpec,
+    NodeSpec,
+    combination_drift,
+    perturb_outputs,
+    scale_floats,
+    silent_corruption,
+)
 
 log = logging.getLogger("simulator")
 
 TELEMETRY_PATH = "/api/v1/telemetry/"
 COMMANDS_PATH = "/api/v1/agent/commands/"
+# The wire contract the simulated agents speak (docs/agent-protocol.md): 3, as the gateway's tier samples
+# carry per-endpoint figures (the node samples are what contract 2 made them).
+CONTRACT = 3
 # Commands the simulated agent understands; anything else is acknowledged "unknown".
 STOP_WORK = {"drain", "cordon", "standby", "maintenance"}
 RESUME_WORK = {"undrain", "uncordon", "activate", "resume"}
@@ -75,7 +88,7 @@ class FleetSimulator:
         self._tokens_source = tokens
         self.tokens = tokens if isinstance(tokens, Tokens) else tokens()
         self.engine = engine
-        self.load_world = load_world  # async callable -> (list[NodeSpec], list[FaultSpec])
+        self.load_world = load_world  # async callable -> (nodes, faults[, external endpoints])
         self.interval = interval
         self.command_interval = command_interval
         self.max_queued = max_queued
@@ -89,6 +102,11 @@ class FleetSimulator:
         self._client: httpx.AsyncClient | None = None
         self.last_nodes: list[NodeSpec] = []
         self.last_faults: list[FaultSpec] = []
+        # Regression vectors run on ONNX Runtime for the whole fleet (sessions shared: one model, one
+        # session); versions installed by install_versions, per module serial, until the inventory shows them.
+        self.vectors = VectorRunner(self._no_fetch)
+        self.installed: dict[str, tuple[str, str]] = {}
+        self.sync_transport: httpx.BaseTransport | None = None  # tests route vector fetches in-process
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _headers(self, key: str) -> dict[str, str]:
@@ -188,19 +206,22 @@ class FleetSimulator:
     async def tick(self, *, stagger: bool = True) -> None:
         if self.stats.ticks and self.stats.ticks % max(1, int(60 / self.interval)) == 0:
             self._reload_tokens()  # nodes added to the inventory (and seeded) since the start
-        nodes, faults = await self.load_world()
+        world = await self.load_world()
+        nodes, faults = world[0], world[1]
+        endpoints = world[2] if len(world) > 2 else ()
         self.last_nodes, self.last_faults = nodes, faults
-        result = self.engine.step(time.time(), nodes, faults)
+        result = self.engine.step(time.time(), nodes, faults, endpoints=endpoints)
         self.stats.ticks += 1
         senders = []
         for hostname, sample in result.node_samples.items():
             key = self.tokens.nodes.get(hostname)
             if not key:
                 continue
-            self._enqueue(hostname, {"node_samples": [{"time": _iso(result.time), **sample}]})
+            self._enqueue(hostname, {"contract": CONTRACT, "node_samples": [{"time": _iso(result.time), **sample}]})
             senders.append((hostname, key))
         if self.tokens.gateway:
-            self._enqueue("gateway", {"tier_samples": result.tier_samples, "stage_samples": result.stage_samples})
+            self._enqueue("gateway", {"contract": CONTRACT, "tier_samples": result.tier_samples,
+                                      "stage_samples": result.stage_samples})
             senders.append(("gateway", self.tokens.gateway))
         # Boxes of nodes that went silent (crashed) still hold batches: flush them too.
         for who, box in self._outboxes.items():
@@ -216,32 +237,102 @@ class FleetSimulator:
             log.info("tick %d: simulated %02d:%02d, %.0f req/s, %d node batch(es) sent, %d queued, faults: %s",
                      self.stats.ticks, int(result.sim_time // 3600 % 24), int(result.sim_time // 60 % 60),
                      result.requests_per_s, self.stats.batches_sent, self.queued(),
-                     ", ".join(sorted(f"{f.kind}@{f.node or f.params.get('driver', '')}" for f in faults)) or "none")
+                     ", ".join(sorted(f"{f.kind}@{f.node or f.params.get('endpoint') or f.params.get('driver', '')}"
+                                     for f in faults)) or "none")
 
     def queued(self) -> int:
         return sum(len(b.queue) for b in self._outboxes.values())
 
     # -- commands ---------------------------------------------------------------------------------
     def handle_command(self, hostname: str, command: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Answer as the real agent does (docs/agent-protocol.md): a simulated node has no action
+        hooks, so its action results carry ``"hook": null``."""
         kind = str(command.get("kind", ""))
         rt = self.engine.runtime(hostname)
         if kind in STOP_WORK:
             self.engine.set_accepting(hostname, False)
-            return "succeeded", {"accepting": False, "in_flight": rt.in_flight,
+            return "succeeded", {"hook": None, "accepting": False, "in_flight": rt.in_flight,
                                  "message": "taking no new work; in-flight work finishes"}
         if kind in RESUME_WORK:
             self.engine.set_accepting(hostname, True)
-            return "succeeded", {"accepting": True, "in_flight": rt.in_flight}
+            return "succeeded", {"hook": None, "accepting": True, "in_flight": rt.in_flight}
         if kind in MODULE_HOLD:
             serial = str((command.get("args") or {}).get("serial", ""))
             if not any(m.serial == serial for n in self.last_nodes if n.hostname == hostname for m in n.modules):
-                return "failed", {"message": f"no module {serial!r} on {hostname}"}
+                return "failed", {"hook": None, "message": f"no module {serial!r} on {hostname}"}
             self.engine.set_quarantined(hostname, serial, MODULE_HOLD[kind])
-            return "succeeded", {"serial": serial, "in_service": not MODULE_HOLD[kind]}
+            return "succeeded", {"hook": None, "serial": serial, "in_service": not MODULE_HOLD[kind]}
+        if kind == "install_versions":
+            return self.install_versions(hostname, command)
         if kind == "ping":
             return "succeeded", {"pong": True, "simulated": True}
-        known = sorted(STOP_WORK | RESUME_WORK | set(MODULE_HOLD) | {"ping"})
+        known = sorted(STOP_WORK | RESUME_WORK | set(MODULE_HOLD) | {"ping", "install_versions", "run_vectors"})
         return "unknown", {"message": f"unknown command {kind!r}: the simulated agent handles {', '.join(known)}"}
+
+    def _module(self, hostname: str, serial: str) -> ModuleSpec | None:
+        return next((m for n in self.last_nodes if n.hostname == hostname for m in n.modules if m.serial == serial),
+                    None)
+
+    def install_versions(self, hostname: str, command: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """A simulated node installs by recording the versions on the modules named (all of its own)."""
+        args = command.get("args") or {}
+        driver, framework = str(args.get("driver", "")), str(args.get("framework", ""))
+        node = next((n for n in self.last_nodes if n.hostname == hostname), None)
+        serials = [str(s) for s in args.get("modules") or []] or [m.serial for m in (node.modules if node else ())]
+        unknown = [s for s in serials if self._module(hostname, s) is None]
+        if unknown or not driver or not framework:
+            return "failed", {"hook": None, "message": f"cannot install {driver!r} + {framework!r} on "
+                              f"{', '.join(unknown) or 'no module'} of {hostname}"}
+        for serial in serials:
+            self.installed[serial] = (driver, framework)
+        return "succeeded", {"hook": None, "versions": {"driver": driver, "framework": framework},
+                             "modules": serials, "message": "the simulated modules recorded the versions"}
+
+    def versions_of(self, hostname: str, serial: str) -> tuple[str, str]:
+        if serial in self.installed:
+            return self.installed[serial]
+        module = self._module(hostname, serial)
+        return (module.driver_version, module.framework_version) if module else ("", "")
+
+    @staticmethod
+    def _no_fetch(sha256: str) -> dict[str, Any]:
+        raise RuntimeError("vectors are fetched with the key of the node that runs them")
+
+    def run_vectors(self, hostname: str, key: str, command: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Run the vectors on ONNX Runtime as the real agent does, then apply the simulator's faults:
+        a bad combination perturbs its operator's outputs (the same way on every module on it)."""
+        args = dict(command.get("args") or {})
+        serial = str(args.get("module", ""))
+        module = self._module(hostname, serial)
+        if module is None:
+            return "failed", {"message": f"no module {serial!r} on {hostname}"}
+        driver, framework = self.versions_of(hostname, serial)
+        faults = list(self.last_faults)
+        node = next(n for n in self.last_nodes if n.hostname == hostname)
+        corrupt = silent_corruption(node=node, serial=serial, faults=faults)
+
+        def perturb_for(vector: dict[str, Any]) -> Any:
+            error = combination_drift(driver=driver, framework=framework, module_type=module.module_type,
+                                      operator=str(vector.get("operator", "")), faults=faults)
+            case_key = f"{driver}|{framework}|{vector.get('sha256')}"
+
+            def perturb(outputs: list[Any]) -> list[Any]:
+                if error is not None:
+                    outputs = perturb_outputs(outputs, error=error, key=case_key)
+                if corrupt is not None:
+                    outputs = scale_floats(outputs, corrupt)
+                return outputs
+
+            return perturb if error is not None or corrupt is not None else None
+
+        with httpx.Client(base_url=self.api, timeout=self.timeout, headers=self._headers(key),
+                          transport=self.sync_transport) as client:
+            def fetch(sha256: str) -> dict[str, Any]:
+                response = client.get(VECTOR_PATH.format(sha256=sha256))
+                response.raise_for_status()
+                return dict(response.json())
+
+            return self.vectors.run(args, perturb_for=perturb_for, fetch=fetch)
 
     async def poll_commands(self, hostname: str, key: str) -> int:
         assert self._client is not None
@@ -253,7 +344,10 @@ class FleetSimulator:
             if isinstance(commands, dict):
                 commands = commands.get("results", [])
             for command in commands:
-                status, result = self.handle_command(hostname, command)
+                if command.get("kind") == "run_vectors":
+                    status, result = await asyncio.to_thread(self.run_vectors, hostname, key, command)
+                else:
+                    status, result = self.handle_command(hostname, command)
                 self.stats.commands[status] = self.stats.commands.get(status, 0) + 1
                 log.info("command #%s %s for %s -> %s", command.get("id"), command.get("kind"), hostname, status)
                 for _ in range(3):
@@ -295,13 +389,25 @@ class FleetSimulator:
                      len(self.tokens.nodes), self.api, self.interval, self.engine.config.speed, self.engine.seed)
             commands: asyncio.Task[None] | None = None
             next_tick = time.monotonic()
+            failures = 0
             while not self._stop.is_set():
                 if duration is not None and time.monotonic() - started >= duration:
                     break
                 try:
                     await self.tick()
-                except Exception:  # a bad tick (DB blip) must not end the simulation
-                    log.exception("simulation tick failed")
+                except Exception as exc:  # a bad tick (database restart) must not end the simulation
+                    failures += 1
+                    delay = min(30.0, self.interval * 2 ** min(failures - 1, 5)) * (0.5 + self.engine.rng.random())
+                    if failures == 1:
+                        log.exception("simulation tick failed; retrying with backoff")
+                    else:
+                        log.warning("simulation tick failed again (%s); retry %d in %.1f s", exc, failures, delay)
+                    await _sleep_or_stop(self._stop, delay)
+                    next_tick = time.monotonic()
+                    continue
+                if failures:
+                    log.warning("simulation ticking again after %d failed tick(s)", failures)
+                    failures = 0
                 if commands is None and self.command_interval > 0:
                     commands = asyncio.ensure_future(self._command_loop())
                 next_tick += self.interval

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.db.models import Prefetch, QuerySet
 
-from apps.inventory.models import Module, Node
-from apps.simulator.engine import FaultSpec, ModuleSpec, NodeSpec
+from apps.inventory.models import ExternalEndpoint, Module, Node
+from apps.simulator.engine import EndpointSpec, FaultSpec, ModuleSpec, NodeSpec
 from apps.simulator.models import Fault
 
 
@@ -51,6 +51,13 @@ def fleet_specs() -> list[NodeSpec]:
     return out
 
 
-def world() -> tuple[list[NodeSpec], list[FaultSpec]]:
-    """What the engine needs each tick: the fleet and the faults switched on."""
-    return fleet_specs(), active_faults()
+def endpoint_specs() -> list[EndpointSpec]:
+    """The enabled external endpoints the gateway sends large-model requests to."""
+    return [EndpointSpec(name=name, quota_rpm=rpm, quota_tpm=tpm) for name, rpm, tpm in
+            ExternalEndpoint.objects.filter(enabled=True).order_by("name").values_list(
+                "name", "quota_requests_per_min", "quota_tokens_per_min")]
+
+
+def world() -> tuple[list[NodeSpec], list[FaultSpec], list[EndpointSpec]]:
+    """What the engine needs each tick: the fleet, the faults switched on and the external endpoints."""
+    return fleet_specs(), active_faults(), endpoint_specs()

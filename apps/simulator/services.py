@@ -11,8 +11,8 @@ from django.utils import timezone
 from apps.audit.choices import Source
 from apps.audit.services import audit_record, diff, snapshot
 from apps.inventory.choices import CombinationState, NodeState, TierKind
-from apps.inventory.models import Node, VersionCombination
-from apps.simulator.choices import FAULT_DEFAULT_PARAMS, NODE_FAULTS, FaultKind
+from apps.inventory.models import ExternalEndpoint, Node, VersionCombination
+from apps.simulator.choices import ENDPOINT_FAULTS, FAULT_DEFAULT_PARAMS, NODE_FAULTS, FaultKind
 from apps.simulator.models import Fault
 
 
@@ -47,8 +47,29 @@ def _params(kind: str, params: dict[str, Any] | None, combination: VersionCombin
         if not out.get("driver") or not out.get("framework"):
             raise ValidationError({"combination": "name a version combination, or give params driver and framework"})
         if not isinstance(out.get("operator"), str) or not out["operator"]:
-            raise ValidationError({"params": "operator must name an INT8 operator, e.g. Gelu"})
+            raise ValidationError({"params": "operator must name an INT8 operator, e.g. QLinearMatMul"})
+    if kind in ENDPOINT_FAULTS:
+        _endpoint_params(kind, out)
     return out
+
+
+# The endpoint faults' numeric parameter and its range.
+_ENDPOINT_RANGES: dict[str, tuple[str, float, float]] = {FaultKind.ENDPOINT_SLOW: ("latency_factor", 1.0, 100.0),
+                    FaultKind.ENDPOINT_ERRORS: ("error_rate", 0.0, 1.0), FaultKind.ENDPOINT_QUOTA: ("use", 0.0, 2.0)}
+
+
+def _endpoint_params(kind: str, out: dict[str, Any]) -> None:
+    if not out.get("endpoint"):
+        first = ExternalEndpoint.objects.filter(enabled=True).order_by("name").values_list("name", flat=True).first()
+        if first is None:
+            raise ValidationError({"params.endpoint": "no enabled external endpoint to strike; name one"})
+        out["endpoint"] = first
+    elif not isinstance(out["endpoint"], str) or not ExternalEndpoint.objects.filter(name=out["endpoint"]).exists():
+        raise ValidationError({"params.endpoint": f"no external endpoint {out['endpoint']!r}"})
+    key, lo, hi = _ENDPOINT_RANGES[kind]
+    value = out.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= value <= hi:
+        raise ValidationError({f"params.{key}": f"a number from {lo:g} to {hi:g}"})
 
 
 @transaction.atomic
@@ -65,6 +86,11 @@ def fault_set(*, kind: str, enabled: bool = True, node: Node | None = None,
             existing = Fault.objects.filter(kind=kind, enabled=True).select_related("node").first()
             node = existing.node if (existing is not None and not enabled) else None
             node = node or _default_node(kind)
+    elif kind in ENDPOINT_FAULTS:
+        if node is not None or combination is not None:
+            raise ValidationError({"node" if node is not None else "combination":
+                                   f"{kind} strikes an external endpoint (params endpoint), not a node or a "
+                                   f"combination"})
     else:
         if node is not None:
             raise ValidationError({"node": f"{kind} strikes a version combination, not a node"})
