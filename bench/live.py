@@ -14,6 +14,14 @@ gateway telemetry batch every 0.5 s. It measures:
 * CPU of the web process (and of the broadcaster) over the measured window;
 * frames missed: ticks a client did not get.
 
+Baseline, same run, same number of clients: a bare websocket server (one process, the
+``websockets`` library) subscribed to a Redis pub/sub channel and forwarding each message
+to every client, fed a frame of the size of the product's snapshot once a second; its
+push lag (published -> received) is the floor of what any Redis-backed push can do here.
+
+Goal (exit 1 on a miss): p95 of batch accepted -> frame received < 1.5 s (the 1 s tick
+plus the fan-out). Push lag is printed beside the baseline's.
+
 Drops the database at the end.
 """
 
@@ -24,11 +32,13 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +64,7 @@ class Clients:
         self.connected = 0
         self.failed = 0
         self.measuring = False
+        self.frame_bytes = 0
 
 
 async def client(n: int, url: str, cookie: str, origin: str, stats: Clients, stop: asyncio.Event) -> None:
@@ -61,7 +72,8 @@ async def client(n: int, url: str, cookie: str, origin: str, stats: Clients, sto
 
     seen: set[str] = set()
     try:
-        async with connect(url, additional_headers={"Cookie": cookie}, origin=origin,  # type: ignore[arg-type]
+        async with connect(url, additional_headers={"Cookie": cookie} if cookie else None,
+                           origin=origin,  # type: ignore[arg-type]
                            open_timeout=60, max_size=2**22, ping_interval=None) as ws:
             stats.connected += 1
             while not stop.is_set():
@@ -74,6 +86,7 @@ async def client(n: int, url: str, cookie: str, origin: str, stats: Clients, sto
                 if msg.get("type") != "fleet.snapshot" or not stats.measuring:
                     continue
                 stats.frames += 1
+                stats.frame_bytes = len(raw)
                 stats.lag.append(now - msg["sent_at"])
                 stats.seqs.setdefault(n, set()).add(msg["data"].get("seq", -1))
                 for batch in msg["data"]["ingest"]["recent_batches"]:
@@ -106,7 +119,8 @@ async def poster(api: str, key: str, stats: Clients, stop: asyncio.Event, every:
     return n
 
 
-async def measure(args: argparse.Namespace, base: str, cookie: str, key: str, web_pid: int, bc_pid: int) -> None:
+async def measure(args: argparse.Namespace, base: str, cookie: str, key: str, web_pid: int, bc_pid: int
+                  ) -> dict[str, Any]:
     import psutil
 
     stats = Clients()
@@ -153,13 +167,77 @@ async def measure(args: argparse.Namespace, base: str, cookie: str, key: str, we
     print(f"{'frames received / missed':<44}{stats.frames:>9}{missed:>9}")
     print(f"machine: {os.cpu_count()} CPUs, load average {load0:.1f} at start, {load1:.1f} at end "
           "(the bench clients share the machine with the server)")
-    if lat:
-        verdict = "MET" if pct(lat, 0.95) < 1.5 else "NOT MET"
-        print(f"goal p95 accept->frame < 1.5 s: {verdict} (p95 {pct(lat, 0.95):.3f} s, "
-              f"mean {statistics.fmean(lat):.3f} s)")
+    return {"latency": lat, "lag": lag, "frame_bytes": stats.frame_bytes, "connected": stats.connected}
 
 
-def run(args: argparse.Namespace) -> None:
+# ---- the baseline: a bare websocket server fed by Redis pub/sub ------------------------------------------
+
+BARE_CHANNEL = "bench-live-bare"
+
+
+async def bare_server(port: int, redis_url: str) -> None:
+    """Forward every message of BARE_CHANNEL to every connected websocket client, as it is."""
+    import redis.asyncio as aioredis
+    from websockets.asyncio.server import ServerConnection, broadcast, serve
+
+    clients: set[ServerConnection] = set()
+
+    async def handler(ws: ServerConnection) -> None:
+        clients.add(ws)
+        try:
+            await ws.wait_closed()
+        finally:
+            clients.discard(ws)
+
+    pubsub = aioredis.from_url(redis_url).pubsub()
+    await pubsub.subscribe(BARE_CHANNEL)
+    async with serve(handler, "127.0.0.1", port, ping_interval=None, max_size=2**22, backlog=2048):
+        async for message in pubsub.listen():
+            if message["type"] == "message":
+                broadcast(clients, message["data"].decode())
+
+
+async def measure_bare(args: argparse.Namespace, port: int, redis_url: str, frame_bytes: int) -> dict[str, Any]:
+    import redis.asyncio as aioredis
+
+    stats = Clients()
+    stop = asyncio.Event()
+    url = f"ws://127.0.0.1:{port}/"
+    tasks = []
+    t0 = time.monotonic()
+    for i in range(args.clients):
+        tasks.append(asyncio.create_task(client(i, url, "", f"http://127.0.0.1:{port}", stats, stop)))
+        if i % 25 == 24:
+            await asyncio.sleep(0.2)
+    while stats.connected + stats.failed < args.clients and time.monotonic() - t0 < 120:
+        await asyncio.sleep(0.2)
+    print(f"baseline: {stats.connected} clients connected to the bare server ({stats.failed} failed)", flush=True)
+    redis = aioredis.from_url(redis_url)
+    template = {"type": "fleet.snapshot", "sent_at": 0.0, "data": {"seq": 0, "ingest": {"recent_batches": []},
+                                                                   "pad": ""}}
+    pad = max(0, frame_bytes - len(json.dumps(template)))
+
+    async def publish() -> None:
+        seq = 0
+        while not stop.is_set():
+            seq += 1
+            frame = {"type": "fleet.snapshot", "sent_at": time.time(),
+                     "data": {"seq": seq, "ingest": {"recent_batches": []}, "pad": "x" * pad}}
+            await redis.publish(BARE_CHANNEL, json.dumps(frame))
+            await asyncio.sleep(1.0)
+
+    pub = asyncio.create_task(publish())
+    await asyncio.sleep(3)
+    stats.measuring = True
+    await asyncio.sleep(args.baseline_seconds)
+    stats.measuring = False
+    stop.set()
+    await asyncio.gather(pub, *tasks, return_exceptions=True)
+    await redis.aclose()
+    return {"lag": stats.lag, "frame_bytes": stats.frame_bytes, "connected": stats.connected}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
     import logging
 
     import django
@@ -178,9 +256,8 @@ def run(args: argparse.Namespace) -> None:
     procs: list[subprocess.Popen[bytes]] = []
     try:
         from apps.accounts.services import user_ensure
-        from apps.inventory.demo import seed_demo
+        from apps.simulator.demo import seed_demo
         from apps.telemetry.services import agent_token_issue
-        from tests.agent.live import free_port
 
         seed_demo()
         user, _ = user_ensure(username="bench-viewer", password="bench-viewer-pw-1", role="viewer")
@@ -191,7 +268,9 @@ def run(args: argparse.Namespace) -> None:
         db_url = urlunparse(urlparse(os.environ["DATABASE_URL"])._replace(
             path="/" + str(settings.DATABASES["default"]["NAME"])))
         env = {**os.environ, "DATABASE_URL": db_url, "LOG_LEVEL": "WARNING", "DB_CONN_MAX_AGE": "60"}
-        port = free_port()
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
         base = f"http://127.0.0.1:{port}"
         log = open(ROOT / "artifacts" / "bench-live-web.log", "wb")  # noqa: SIM115
         procs.append(subprocess.Popen(
@@ -207,7 +286,24 @@ def run(args: argparse.Namespace) -> None:
                 httpx.get(base + "/login/", timeout=1)
                 break
             time.sleep(0.2)
-        asyncio.run(measure(args, base, cookie, key, procs[0].pid, procs[1].pid))
+        product = asyncio.run(measure(args, base, cookie, key, procs[0].pid, procs[1].pid))
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(10)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            bare_port = int(sock.getsockname()[1])
+        procs.append(subprocess.Popen([sys.executable, __file__, "--bare-server", str(bare_port)], cwd=ROOT, env=env,
+                                      stdout=log, stderr=subprocess.STDOUT))
+        for _ in range(200):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", bare_port), timeout=1):
+                break
+            time.sleep(0.2)
+        bare = asyncio.run(measure_bare(args, bare_port, os.environ["REDIS_URL"],
+                                        product["frame_bytes"] or 7000))
+        return {"product": product, "bare": bare}
     finally:
         for proc in procs:
             proc.terminate()
@@ -218,22 +314,48 @@ def run(args: argparse.Namespace) -> None:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 
 
-def main() -> None:
+def report(args: argparse.Namespace, figures: dict[str, Any]) -> int:
+    product, bare = figures["product"], figures["bare"]
+    lat, lag, bare_lag = product["latency"], product["lag"], bare["lag"]
+    print()
+    print(f"baseline: bare websocket server + Redis pub/sub, {bare['connected']} clients, "
+          f"{args.baseline_seconds:.0f} s, frames of {bare['frame_bytes']:,} bytes (the product's: "
+          f"{product['frame_bytes']:,})")
+    print(f"{'push lag (s)':<44}{'p50':>9}{'p95':>9}{'p99':>9}{'max':>9}{'n':>9}")
+    for name, values in [("product: broadcaster sent_at -> received", lag),
+                         ("baseline: published -> received", bare_lag)]:
+        print(f"{name:<44}" + "".join(f"{pct(values, q):>9.3f}" for q in (0.5, 0.95, 0.99)) +
+              f"{max(values, default=float('nan')):>9.3f}{len(values):>9}")
+    if lag and bare_lag:
+        print(f"{'product / baseline push lag p95':<44}{pct(lag, 0.95) / max(pct(bare_lag, 0.95), 1e-6):>9.1f} x")
+    ok = bool(lat) and pct(lat, 0.95) < 1.5
+    print()
+    print(f"goal p95 batch accepted -> frame received < 1.5 s: {'met' if ok else 'MISSED'} "
+          f"(p95 {pct(lat, 0.95):.3f} s, mean {statistics.fmean(lat) if lat else float('nan'):.3f} s)")
+    return 0 if ok else 1
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=500)
     parser.add_argument("--seconds", type=float, default=60.0, help="measured window")
+    parser.add_argument("--baseline-seconds", type=float, default=30.0, help="measured window of the baseline")
     parser.add_argument("--post-every", type=float, default=0.5, help="seconds between telemetry batches")
+    parser.add_argument("--bare-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.bare_server:
+        asyncio.run(bare_server(args.bare_server, os.environ["REDIS_URL"]))
+        return 0
     (ROOT / "artifacts").mkdir(exist_ok=True)
     if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
-        run(args)
-        return
+        return report(args, run(args))
     from controlplane.engines import running_engines
 
     with running_engines() as env:
         os.environ.update(env)
-        run(args)
+        figures = run(args)
+    return report(args, figures)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Benchmarks: one command each (`.venv/bin/python bench/<name>.py`), see docs/performance.md."""
