@@ -26,7 +26,7 @@ browser-deps:
 # Tests close every connection at the end of each request/thread (no pooling),
 # so the test database can be dropped at the end.
 test: install browser-deps
-	DB_CONN_MAX_AGE=0 $(PY) -m controlplane.engines run -- $(PY) -m pytest $(PYTEST_ARGS)
+	DB_POOL_MAX_SIZE=0 DB_CONN_MAX_AGE=0 $(PY) -m controlplane.engines run -- $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -9,11 +9,14 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from apps.telemetry.api.asgi import TelemetryIngestApp  # noqa: E402
 from controlplane.routing import websocket_urlpatterns  # noqa: E402
 
+# POST /api/v1/telemetry/ with an agent key takes a lean path in front of Django
+# (apps/telemetry/api/asgi.py); every other request is Django's.
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": TelemetryIngestApp(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -5,13 +5,34 @@ database (django-celery-beat) by ``manage.py sync_schedules``."""
 import os
 
 from celery import Celery
+from celery.signals import worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+
+# Every queue a worker takes. `make up` (controlplane/devstack.py), deploy/Procfile and the
+# systemd worker unit name the same list (tests/test_processes.py checks they agree).
+WORKER_QUEUES: tuple[str, ...] = ("default", "telemetry", "operations", "vectors", "health")
 
 app = Celery("controlplane")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_default_queue = "default"
 app.conf.task_routes = {
     "apps.telemetry.tasks.*": {"queue": "telemetry"},
+    "apps.vectors.tasks.*": {"queue": "vectors"},
+    "apps.health.tasks.*": {"queue": "health"},
 }
 app.autodiscover_tasks()
+
+
+@worker_process_init.connect
+def _fresh_pools_after_fork(**kwargs: object) -> None:
+    """A prefork child must not use a database pool its parent may have opened (its
+    connections' sockets are the parent's, its worker threads did not survive the fork):
+    forget it, so the child's first query opens a pool of its own."""
+    from django.db import connections
+
+    for conn in connections.all(initialized_only=True):
+        conn.connection = None
+    pools = getattr(type(connections["default"]), "_connection_pools", None)
+    if isinstance(pools, dict):
+        pools.clear()

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from controlplane.celery import WORKER_QUEUES
 from controlplane.engines import BASE_DIR, VAR_DIR, running_engines
 
 PY = sys.executable
@@ -23,12 +24,13 @@ def _manage(*args: str) -> None:
 def _processes(host: str, port: str) -> dict[str, list[str]]:
     procs = {
         "web": [PY, "-m", "uvicorn", "controlplane.asgi:application", "--host", host, "--port", port,
-                "--no-access-log", "--ws", "websockets"],
+                "--no-access-log", "--ws", "websockets-sansio", "--timeout-keep-alive", "65"],
         "worker": [PY, "-m", "celery", "-A", "controlplane", "worker", "-l", "INFO", "-Q",
-                   "default,telemetry,operations", "--concurrency", "2", "-n", "worker@%h"],
+                   ",".join(WORKER_QUEUES), "--concurrency", "2", "-n", "worker@%h"],
         "beat": [PY, "-m", "celery", "-A", "controlplane", "beat", "-l", "INFO",
                  "--schedule", str(VAR_DIR / "celerybeat-schedule")],
         "broadcaster": [PY, "manage.py", "broadcast", "--interval", "1.0"],
+        "writer": [PY, "manage.py", "telemetry_writer"],
     }
     if (BASE_DIR / "apps" / "simulator" / "management" / "commands" / "simulate.py").exists():
         procs["simulator"] = [PY, "manage.py", "simulate", "--api", f"http://{host}:{port}"]

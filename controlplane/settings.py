@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
@@ -56,6 +57,19 @@ def database_from_url(url: str) -> dict[str, Any]:
         raise RuntimeError(f"DATABASE_URL must be a postgresql:// URL, got {parts.scheme!r}")
     query = parse_qs(parts.query)
     host = query.get("host", [parts.hostname or ""])[0]
+    options: dict[str, Any] = {"application_name": os.environ.get("DB_APPLICATION_NAME", "controlplane")}
+    pool_max = int(os.environ.get("DB_POOL_MAX_SIZE", "8"))
+    if pool_max > 0:
+        # A bounded pool per process (psycopg_pool): under ASGI every request thread
+        # would otherwise keep a connection of its own. Connections are checked
+        # before use (CONN_HEALTH_CHECKS), so a restarted server is survived.
+        options["pool"] = {
+            "min_size": min(pool_max, int(os.environ.get("DB_POOL_MIN_SIZE", "1"))),
+            "max_size": pool_max,
+            "timeout": float(os.environ.get("DB_POOL_TIMEOUT", "10")),
+            "max_idle": float(os.environ.get("DB_POOL_MAX_IDLE", "300")),
+            "name": options["application_name"],
+        }
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": unquote(parts.path.lstrip("/")) or "controlplane",
@@ -63,9 +77,11 @@ def database_from_url(url: str) -> dict[str, Any]:
         "PASSWORD": unquote(parts.password or ""),
         "HOST": host,
         "PORT": str(parts.port or ""),
-        "CONN_MAX_AGE": int(os.environ.get("DB_CONN_MAX_AGE", "60")),
+        # Pooling and persistent connections exclude each other; without a pool
+        # (DB_POOL_MAX_SIZE=0, as the tests run) DB_CONN_MAX_AGE applies.
+        "CONN_MAX_AGE": 0 if pool_max > 0 else int(os.environ.get("DB_CONN_MAX_AGE", "0")),
         "CONN_HEALTH_CHECKS": True,
-        "OPTIONS": {"application_name": os.environ.get("DB_APPLICATION_NAME", "controlplane")},
+        "OPTIONS": options,
         "TEST": {"NAME": os.environ.get("TEST_DATABASE_NAME", "test_controlplane")},
     }
 
@@ -89,6 +105,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_celery_beat",
     "channels",
+    "csp",
+    "axes",
     "apps.accounts",
     "apps.audit",
     "apps.inventory",
@@ -97,9 +115,13 @@ INSTALLED_APPS = [
     "apps.simulator",
     "apps.dashboard",
     "apps.operations",
+    "apps.health",
+    "apps.vectors",
+    "apps.rollouts",
 ]
 
 MIDDLEWARE = [
+    "apps.common.middleware.AsyncStreamMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "apps.common.middleware.RequestIdMiddleware",
@@ -110,7 +132,32 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "apps.common.middleware.ContentSecurityPolicyMiddleware",
+    "axes.middleware.AxesMiddleware",  # last (django-axes): answers a locked-out login
 ]
+
+# Response headers of every page (docs/security.md): no framing, no MIME sniffing, the referrer
+# only to this origin, and a Content-Security-Policy with no inline or foreign scripts. Plotly
+# sets inline styles, hence style-src 'unsafe-inline' (styles only). The websocket's ws:/wss:
+# origin (this host) is added to connect-src per request (ContentSecurityPolicyMiddleware).
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
 
 ROOT_URLCONF = "controlplane.urls"
 WSGI_APPLICATION = None
@@ -154,6 +201,23 @@ CHANNEL_LAYERS = {
     }
 }
 
+# Login throttling (django-axes, docs/security.md): AXES_FAILURE_LIMIT failed logins in a row
+# for one username, or from one client address, lock that username or address for
+# AXES_COOLOFF_TIME; a successful login resets the count. The client address is REMOTE_ADDR:
+# behind a reverse proxy, set AXES_CLIENT_IP_CALLABLE to read the proxy's header.
+AUTHENTICATION_BACKENDS = [
+    "apps.accounts.backends.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("LOGIN_LOCKOUT_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+# A lock lasts its cool-off from the lockout; attempts during it do not extend it.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "apps.accounts.views.locked_out"
+AXES_VERBOSE = False
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -178,6 +242,14 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Telemetry ingest (apps/telemetry): the web process's own async pool for the lean
+# ingest path (group commit into the buffer), and how long agent identities are cached.
+TELEMETRY_INGEST_POOL_SIZE = int(os.environ.get("TELEMETRY_INGEST_POOL_SIZE", "4"))
+TELEMETRY_INGEST_GROUP_MAX = int(os.environ.get("TELEMETRY_INGEST_GROUP_MAX", "500"))
+TELEMETRY_KEY_CACHE_REFRESH_S = float(os.environ.get("TELEMETRY_KEY_CACHE_REFRESH_S", "10"))
+TELEMETRY_PARTITION_HOURS = int(os.environ.get("TELEMETRY_PARTITION_HOURS", "1"))
+TELEMETRY_PARTITIONS_AHEAD_HOURS = int(os.environ.get("TELEMETRY_PARTITIONS_AHEAD_HOURS", "6"))
+
 # Largest request body the API accepts (bytes); larger bodies get 413.
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("MAX_BODY_BYTES", str(5 * 1024 * 1024)))
 MAX_BODY_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -188,6 +260,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["apps.common.permissions.IsViewer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "apps.common.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "apps.common.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
@@ -195,19 +272,26 @@ REST_FRAMEWORK = {
         "rest_framework.filters.SearchFilter",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "apps.common.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "apps.common.errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["apps.common.throttling.WriteThrottle"],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
 }
 
+# Abuse limits (apps/common/throttling.py): "<count>/<s|min|hour|day>", "" for none.
+API_WRITE_RATE = os.environ.get("API_WRITE_RATE", "300/min")      # per user, across web processes
+TELEMETRY_RATE = os.environ.get("TELEMETRY_RATE", "600/min")      # per agent key, per web process
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "AI-module array control plane API",
     "DESCRIPTION": "Inventory, version pins, telemetry and fleet operations for AI-module arrays.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and its browser are for signed-in users (viewer and up), like the API itself.
+    "SERVE_PERMISSIONS": ["apps.common.permissions.IsViewer"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -218,6 +302,7 @@ SPECTACULAR_SETTINGS = {
         "CombinationStateEnum": "apps.inventory.choices.CombinationState",
         "TierKindEnum": "apps.inventory.choices.TierKind",
         "FaultKindEnum": "apps.simulator.choices.FaultKind",
+        "AgentKindEnum": "apps.telemetry.choices.AgentKind",
     },
 }
 
@@ -230,6 +315,12 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# Node lifecycle: a node silent this long becomes unreachable (apps/operations/controllers.py).
+NODE_HEARTBEAT_TIMEOUT_S = float(os.environ.get("NODE_HEARTBEAT_TIMEOUT_S", "30"))
+# The capacity function's parameters (apps/operations/capacity.py Params), e.g. {"target_util": 0.7}.
+CAPACITY: dict[str, float] = {k.removeprefix("CAPACITY_").lower(): float(v) for k, v in os.environ.items()
+                              if k.startswith("CAPACITY_")}
 
 LOGGING = {
     "version": 1,

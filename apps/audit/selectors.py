@@ -1,3 +1,7 @@
+from __future__ import annotations
+
+from typing import Any
+
 from django.db.models import Q, QuerySet
 
 from apps.audit.models import AuditEvent
@@ -27,3 +31,40 @@ def audit_filter_choices() -> dict[str, list[str]]:
             AuditEvent.objects.order_by("target_type").values_list("target_type", flat=True).distinct()
         ),
     }
+
+
+# Audit actions not worth an operator's glance on the live pages (agent credentials churn).
+QUIET_ACTIONS = ("agent_token.",)
+
+
+def _loud(qs: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
+    for prefix in QUIET_ACTIONS:
+        qs = qs.exclude(action__startswith=prefix)
+    return qs
+
+
+def audit_brief(event: AuditEvent) -> dict[str, Any]:
+    """One record as the live pages show it (JSON-safe)."""
+    return {"id": event.pk, "time": event.time.isoformat() if event.time else None, "actor": event.actor_name,
+            "action": event.action, "target_type": event.target_type, "target_id": event.target_id,
+            "target": event.target_repr, "reason": event.reason}
+
+
+def audit_tail(*, since_id: int, upto_id: int) -> list[dict[str, Any]]:
+    """Records with since_id < id <= upto_id (the newest 50 of them, quiet ones left out), oldest first."""
+    qs = _loud(AuditEvent.objects.filter(pk__gt=since_id, pk__lte=upto_id)).order_by("-pk")[:50]
+    return [audit_brief(e) for e in reversed(list(qs))]
+
+
+def audit_recent(*, limit: int = 15, target_type: str | None = None, target_id: str | None = None
+                 ) -> list[dict[str, Any]]:
+    qs = _loud(AuditEvent.objects.order_by("-pk"))
+    if target_type:
+        qs = qs.filter(target_type=target_type)
+    if target_id:
+        qs = qs.filter(target_id=target_id)
+    return [audit_brief(e) for e in qs[:limit]]
+
+
+def audit_max_id() -> int:
+    return int(AuditEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0)

@@ -50,7 +50,7 @@ def audit_record(
     target_id: str = "",
     target_repr: str = "",
     reason: str = "",
-    changes: dict[str, list[Any]] | None = None,
+    changes: dict[str, Any] | None = None,
     source: str = Source.API,
     related: models.Model | None = None,
 ) -> AuditEvent:

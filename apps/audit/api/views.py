@@ -10,8 +10,7 @@ from apps.audit.filtersets import AuditEventFilterSet
 from apps.audit.models import AuditEvent
 from apps.audit.selectors import audit_event_list
 from apps.common.permissions import IsViewer
-from apps.inventory.api.values import LIST_FILTER_BACKENDS, ValuesPagination
-from apps.inventory.api.views import ValuesListMixin
+from apps.common.values import LIST_FILTER_BACKENDS, ValuesListMixin, ValuesPagination
 
 
 class AuditEventViewSet(ValuesListMixin, viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
