@@ -116,6 +116,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-commands", action="store_true", help="do not poll the command channel")
     p.add_argument("--backoff-cap", type=float, default=60.0, help="longest wait between retries, seconds")
     p.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0 = run until signalled)")
+    p.add_argument("--flush-on-stop", type=float, default=5.0, metavar="SECONDS",
+                   help="on SIGTERM, keep sending the spool this long before exiting; what is left is sent on the "
+                        "next start (default 5)")
     p.add_argument("--stats-file", default="", help="write the final counters as JSON here on exit")
     p.add_argument("--log-level", default=os.environ.get("CP_LOG_LEVEL", "INFO"))
     p.add_argument("--version", action="version", version=f"cp-agent {__version__}")
@@ -196,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: stop.set())
     agent.start()
     stop.wait(args.duration or None)
-    # On the way out, give the spool a few seconds to reach the API; what is left is sent on the next start.
-    agent.stop(drain_timeout=5.0)
+    # On the way out, give the spool some seconds to reach the API; what is left is sent on the next start.
+    agent.stop(drain_timeout=max(0.0, args.flush_on_stop))
     if args.stats_file:
         Path(args.stats_file).write_text(json.dumps({**agent.stats.as_dict(), "spooled": len(agent.spool)}))
     return 0

@@ -152,6 +152,10 @@ class AgentProc(Proc):
 
     stats_path: Path = field(default_factory=Path)
 
+    def stop(self, timeout: float = 35.0) -> int | None:
+        """SIGTERM; the agent flushes its spool for up to 25 s (``--flush-on-stop``) before exiting."""
+        return super().stop(timeout)
+
     def stats(self) -> dict[str, Any]:
         """The counters the agent wrote when it stopped (stop it first)."""
         return dict(json.loads(self.stats_path.read_text()))
@@ -329,7 +333,9 @@ class LiveStack:
             args = ("--in-flight-from", "none", *args)  # the agent wants its source named
         cmd = [sys.executable, "-m", "agent.cp_agent", "--api", self.url, f"--token={token}", "--node", node.hostname,
                "--interval", str(interval), "--buffer-dir", str(spool), "--stats-file", str(stats),
-               "--command-wait", "2", "--backoff-cap", "2", *args]
+               "--command-wait", "2", "--backoff-cap", "2",
+               # the tests count every sample stored: a loaded machine may need more than the default 5 s
+               "--flush-on-stop", "25", *args]
         proc = self._proc(f"agent-{node.hostname}", cmd, env, cls=AgentProc, stats_path=stats)
         return proc.start()  # type: ignore[no-any-return]
 

@@ -135,7 +135,7 @@ def _stopped_stats(agents: list[AgentProc]) -> dict[str, dict[str, Any]]:
     out = {}
     for a in agents:
         assert a.popen is not None
-        a.popen.wait(30)
+        a.popen.wait(60)
         out[a.name.removeprefix("agent-")] = a.stats()
     return out
 
