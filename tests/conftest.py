@@ -22,6 +22,16 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
     return report
 
 
+SLOW_MARKERS = ("live", "browser", "heavy")
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """Quick tests first, then the ones that start processes or a browser (file order kept within
+    each group): a failure in the quick suite shows in minutes, and CI's second engine mode, run
+    beside this one, shares the CPUs with quick tests rather than with live stacks."""
+    items.sort(key=lambda item: any(item.get_closest_marker(m) for m in SLOW_MARKERS))
+
+
 def _user(role: str) -> User:
     user, _ = user_ensure(username=f"test-{role}", password="pw-" + role, role=role)
     return user

@@ -8,7 +8,7 @@ on purpose, each listed here by name:
 - n-r2-04's 2.8 GHz clock is an admission warning (below 3.0 GHz): its agent logic runs slower, which
   no check blames on the node (its CPU is as busy as its twins'), so it has no finding.
 
-The simulator runs at 60× (five real minutes are five simulated hours of traffic)."""
+The simulator runs at 60×: three real minutes of rollups are three simulated hours of traffic."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from tests.live.stack import LiveStack, wait_for
 
 pytestmark = [pytest.mark.live, pytest.mark.heavy, pytest.mark.django_db(transaction=True)]
 
-MINUTES = 5
+MINUTES = 3
 
 
 def _planted() -> set[tuple[str, str]]:
