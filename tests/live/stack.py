@@ -25,6 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from urllib.parse import quote
 
 import httpx
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 from controlplane.celery import WORKER_QUEUES
 from controlplane.engines import BASE_DIR, VAR_DIR
@@ -64,6 +65,51 @@ def wait_for(check: Callable[[], T], *, timeout: float, what: str, interval: flo
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}")
         time.sleep(interval)
+
+
+class RowHold:
+    """Holds one row's lock (SELECT … FOR UPDATE) from its own thread and connection until
+    released, so a worker that reaches the row waits there and a test can kill it half-way:
+
+        with RowHold(Drain.objects.filter(pk=drain.pk)) as hold:
+            ...; wait_for(lambda: waiting_on_lock("ops-crash-worker"), ...); worker.kill(); hold.release()
+    """
+
+    def __init__(self, rows: Any) -> None:
+        self._rows = rows
+        self._held, self._release = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._hold, daemon=True)
+
+    def _hold(self) -> None:
+        try:
+            with transaction.atomic():
+                self._rows.select_for_update().get()
+                self._held.set()
+                self._release.wait(120)
+        finally:
+            connection.close()
+
+    def __enter__(self) -> RowHold:
+        self._thread.start()
+        assert self._held.wait(10), "could not lock the row"
+        return self
+
+    def release(self) -> None:
+        self._release.set()
+        self._thread.join(10)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def waiting_on_lock(application_name: str) -> bool:
+    """Whether a connection of the process started with DB_APPLICATION_NAME=``application_name``
+    waits for a lock."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'",
+                    [application_name])
+        row = cur.fetchone()
+    return bool(row and row[0])
 
 
 def test_database_url() -> str:

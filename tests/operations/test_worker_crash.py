@@ -3,31 +3,21 @@ leaves consistent state in the database; a new worker resumes and finishes it.""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
 
 from apps.inventory.choices import NodeState
 from apps.operations import scaling
 from apps.operations.choices import DrainState, ScaleState
 from apps.operations.models import Drain, ScaleRequest
 from controlplane.celery import app
-from tests.live.stack import LiveStack, Proc, wait_for
+from tests.live.stack import LiveStack, Proc, RowHold, wait_for, waiting_on_lock
 
 from .conftest import Fleet, state_of
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
-
-
-def _waiting_on_lock() -> bool:
-    with connection.cursor() as cur:
-        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'ops-crash-worker' "
-                    "AND wait_event_type = 'Lock'")
-        row = cur.fetchone()
-    return bool(row and row[0])
 
 
 def _worker(stack: LiveStack, queue: str) -> Proc:
@@ -45,28 +35,13 @@ def test_it_resumes_a_scale_down_after_a_worker_is_killed(live_stack: LiveStack)
     fleet.report(a, in_flight=0)
 
     # Hold the drain row, so the worker stops half-way through advancing it.
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        try:
-            with transaction.atomic():
-                Drain.objects.select_for_update().get(pk=drain.pk)
-                held.set()
-                release.wait(120)
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert held.wait(10)
     queue = f"ops-crash-{uuid.uuid4().hex[:8]}"
-    first = _worker(live_stack, queue)
-    try:
+    with RowHold(Drain.objects.filter(pk=drain.pk)) as hold:
+        first = _worker(live_stack, queue)
         app.send_task("apps.operations.tasks.drains_advance", queue=queue)
-        wait_for(_waiting_on_lock, timeout=90, what="the worker to reach the held drain")
+        wait_for(lambda: waiting_on_lock("ops-crash-worker"), timeout=90, what="the worker to reach the held drain")
         first.kill()
-        release.set()
-        holder.join(10)
+        hold.release()
 
         # Killed mid-operation: nothing half-done, the node still draining, nothing lost.
         drain.refresh_from_db()
@@ -80,5 +55,3 @@ def test_it_resumes_a_scale_down_after_a_worker_is_killed(live_stack: LiveStack)
         assert drain.state == DrainState.RELEASED
         assert state_of(a) == NodeState.STANDBY and state_of(b) == NodeState.ACTIVE
         assert ScaleRequest.objects.get(pk=sr.pk).state == ScaleState.COMPLETED
-    finally:
-        release.set()

@@ -4,6 +4,8 @@ the gateway reports tiers and stages, commands are acknowledged."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 
 from asgiref.sync import sync_to_async
 from django.db import connection
@@ -11,7 +13,7 @@ from django.db import connection
 from apps.inventory.choices import TierKind
 from apps.simulator import selectors, services
 from apps.simulator.engine import Config, Engine
-from apps.simulator.runner import FleetSimulator, Tokens
+from apps.simulator.runner import FleetSimulator, RunStats, Tokens
 from apps.telemetry.models import IngestBatch, NodeSample, NodeStatus, StageSample, TierStatus
 from apps.telemetry.services import agent_token_issue, node_command_send
 from tests.agent.fleet import make_node
@@ -23,6 +25,16 @@ def _world() -> tuple[list, list, list]:
         return selectors.world()
     finally:
         connection.close()  # the executor thread's connection must not outlive the test database
+
+
+async def _play_until(sim: FleetSimulator, done: Callable[[RunStats], bool], timeout: float) -> RunStats:
+    """Run the simulation until ``done(stats)`` holds (or ``timeout`` passes), then stop it."""
+    task = asyncio.ensure_future(sim.run())
+    deadline = time.monotonic() + timeout
+    while not task.done() and not done(sim.stats) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    sim.stop()
+    return await task
 
 
 def test_it_plays_the_fleet_through_the_agent_endpoints(live_stack: LiveStack) -> None:
@@ -42,7 +54,9 @@ def test_it_plays_the_fleet_through_the_agent_endpoints(live_stack: LiveStack) -
 
     sim = FleetSimulator(api=live_stack.url, tokens=tokens, engine=Engine(seed=1, config=Config(peak_rps=40)),
                          load_world=sync_to_async(_world), interval=1.0, command_interval=1.0)
-    stats = asyncio.run(sim.run(duration=3.5))
+    # Three ticks, and both commands answered (the drain done, the diagnose refused as unknown).
+    stats = asyncio.run(_play_until(sim, lambda st: st.ticks >= 3 and st.commands.get("succeeded", 0) >= 1
+                                    and st.commands.get("unknown", 0) >= 1, timeout=60))
 
     assert stats.ticks >= 3 and stats.send_failures == 0 and stats.batches_rejected == 0
     live_stack.wait_stored()

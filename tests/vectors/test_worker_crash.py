@@ -3,31 +3,21 @@ run, and no (run, module, case) result is stored twice."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
 
 from apps.vectors.choices import RunState
 from apps.vectors.models import RunTarget, VectorResult, VectorRun
 from apps.vectors.runs import run_advance, run_create
 from apps.vectors.services import suite_import
 from controlplane.celery import app
-from tests.live.stack import LiveStack, wait_for
+from tests.live.stack import LiveStack, RowHold, wait_for, waiting_on_lock
 from tests.vectors.conftest import Fleet, int8_specs
 from tests.vectors.test_import import EXPECTED
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live, pytest.mark.heavy]
-
-
-def _waiting_on_lock() -> bool:
-    with connection.cursor() as cur:
-        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'vectors-crash-worker' "
-                    "AND wait_event_type = 'Lock'")
-        row = cur.fetchone()
-    return bool(row and row[0])
 
 
 def test_a_second_worker_finishes_a_run_a_killed_worker_left(live_stack: LiveStack) -> None:
@@ -42,29 +32,15 @@ def test_a_second_worker_finishes_a_run_a_killed_worker_left(live_stack: LiveSta
     assert last is not None
 
     # Hold the last module's row: the worker judges and stores the first modules' answers, then waits.
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        try:
-            with transaction.atomic():
-                RunTarget.objects.select_for_update().get(pk=last.pk)
-                held.set()
-                release.wait(120)
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert held.wait(10)
     queue = f"vectors-crash-{uuid.uuid4().hex[:8]}"
     env = {"DB_APPLICATION_NAME": "vectors-crash-worker"}
-    first = live_stack.worker([queue], pool="solo", concurrency=1, env=env)
-    try:
+    with RowHold(RunTarget.objects.filter(pk=last.pk)) as hold:
+        first = live_stack.worker([queue], pool="solo", concurrency=1, env=env)
         app.send_task("apps.vectors.tasks.vector_run_advance", args=(run.pk,), queue=queue)
-        wait_for(_waiting_on_lock, timeout=120, what="the worker to reach the held module")
+        wait_for(lambda: waiting_on_lock("vectors-crash-worker"), timeout=120,
+                 what="the worker to reach the held module")
         first.kill()
-        release.set()
-        holder.join(10)
+        hold.release()
 
         run.refresh_from_db()
         assert run.state == RunState.RUNNING  # nothing half-done is visible
@@ -75,6 +51,3 @@ def test_a_second_worker_finishes_a_run_a_killed_worker_left(live_stack: LiveSta
         assert VectorResult.objects.filter(run=run).count() == 3 * len(EXPECTED)
         assert VectorRun.objects.get(pk=run.pk).summary["outcomes"] == {"pass": 51, "fail": 0,
                                                                          "unsupported": 81, "error": 3}
-    finally:
-        release.set()
-        holder.join(10)
