@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from django.test import Client
 
 from apps.inventory.choices import TierKind
 from apps.inventory.models import Tier
-from apps.operations.lifecycle import node_drain
+from apps.operations.lifecycle import node_cordon, node_drain
 from tests.agent.fleet import make_node
 
 pytestmark = pytest.mark.django_db
@@ -62,6 +63,23 @@ def test_it_gives_an_operator_the_actions(operator_user: User, nodes: list[Any])
     node_page = _client(operator_user).get(f"/nodes/{nodes[0].pk}/").content.decode()
     for action in ["cordon", "drain", "uncordon", "quarantine"]:
         assert f'data-action="{action}"' in node_page
+
+
+def _enabled_actions(html: str) -> set[str]:
+    """The node page's action buttons rendered without ``disabled``."""
+    box = html[html.index('id="node-actions"'):]
+    box = box[:box.index("</div>")]
+    return {m.group(1) for m in re.finditer(r'<button[^>]*data-action="([^"]+)"[^>]*>', box)
+            if " disabled" not in m.group(0)}
+
+
+def test_the_node_page_enables_only_what_the_nodes_state_allows_from_the_first_paint(
+        operator_user: User, nodes: list[Any]) -> None:
+    page = f"/nodes/{nodes[0].pk}/"
+    assert _enabled_actions(_client(operator_user).get(page).content.decode()) == {"cordon", "drain", "maintenance"}
+    node_cordon(node=nodes[0], reason="fan noise", actor=operator_user)
+    assert _enabled_actions(_client(operator_user).get(page).content.decode()) == {"drain", "uncordon",
+                                                                                     "maintenance"}
 
 
 def test_it_shows_what_a_drain_waits_for_on_the_node_page(viewer_user: User, operator_user: User,
