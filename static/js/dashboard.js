@@ -286,7 +286,8 @@
       since.textContent = "· state since " + n.state_changed_at.slice(0, 16).replace("T", " ") + " UTC";
     }
     n.modules.forEach((m) => { moduleIds.add(String(m.id)); });
-    // what each action may do from here (the API decides; this only avoids pointless clicks)
+    // what each action may do from here (the API decides; this only avoids pointless clicks); the same
+    // rules as templates/dashboard/_node_live.html renders for the first paint
     const can = { cordon: n.state === "active", drain: ["active", "cordoned"].includes(n.state), uncordon: !!n.hold,
                   maintenance: !["maintenance", "retired"].includes(n.state), "maintenance-leave": n.state === "maintenance" };
     document.querySelectorAll("#node-actions button.act").forEach((b) => { b.disabled = !can[b.dataset.action]; });
