@@ -1,0 +1,75 @@
+"""The node list and the audit log follow the fleet live, like the overview: a change made
+elsewhere shows up without a reload; while the websocket is down the page says the lists are
+paused, and on reconnect they catch up with what happened meanwhile."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from apps.inventory.models import Node
+from apps.operations.lifecycle import node_cordon, node_uncordon
+from tests.browser.conftest import login, screenshot
+from tests.browser.live_pages import OPERATOR, wait_live
+from tests.live.stack import LiveStack
+
+pytestmark = [pytest.mark.browser, pytest.mark.live]
+
+# The page's WebSocket constructor refuses while "offline", so the page cannot reconnect.
+GO_OFFLINE = """() => {
+  window.__RealWebSocket = window.__RealWebSocket || window.WebSocket;
+  window.WebSocket = function () { throw new Error("offline (test)"); };
+  Live.state.socket.close();
+}"""
+GO_ONLINE = "() => { window.WebSocket = window.__RealWebSocket; window.dispatchEvent(new Event('online')); }"
+
+
+def _paused(page: Any) -> None:
+    page.wait_for_function("() => document.querySelector('#live-status').dataset.state === 'reconnecting'")
+    assert page.evaluate("document.body.classList.contains('live-paused')")
+    assert "paused" in page.inner_text("#live-status")
+
+
+def test_the_node_list_and_the_audit_log_follow_the_fleet_pause_and_catch_up(browser_page: Any,
+                                                                              dashboard_stack: LiveStack) -> None:
+    page = browser_page
+    actor = User.objects.get(username=OPERATOR[0])
+    node = Node.objects.get(hostname="n-r2-05")
+    state_cell = f"[data-node-state='{node.pk}']"
+
+    # The node list: a cordon made elsewhere shows in its row (the broadcaster's next tick).
+    login(page, dashboard_stack, *OPERATOR, next_url="/nodes/?q=n-r2-0")
+    wait_live(page)
+    page.evaluate("window.__noReload = 1")
+    assert "Active" in page.inner_text(state_cell)
+    node_cordon(node=node, reason="cabling check (elsewhere)", actor=actor)
+    page.wait_for_function(f"() => document.querySelector(\"{state_cell}\").innerText.includes('Cordoned')")
+
+    # Offline: the list says it is paused; what happens meanwhile shows once the socket is back.
+    page.evaluate(GO_OFFLINE)
+    _paused(page)
+    screenshot(page, "nodes-live-paused", full_page=False)
+    node_uncordon(node=node, owner="operator", reason="cabling fine", actor=actor)
+    page.evaluate(GO_ONLINE)
+    wait_live(page)
+    page.wait_for_function(f"() => document.querySelector(\"{state_cell}\").innerText.includes('Active')")
+    assert not page.evaluate("document.body.classList.contains('live-paused')")
+    assert page.evaluate("window.__noReload") == 1
+
+    # The audit log: a new record appears at the top without a reload ...
+    page.goto(f"{dashboard_stack.url}/audit/")
+    wait_live(page)
+    page.evaluate("window.__noReload = 1")
+    node_cordon(node=node, reason="audit tail, live", actor=actor)
+    page.wait_for_function("() => document.querySelector('#audit-rows').innerText.includes('audit tail, live')")
+    # ... and one made while the socket was down arrives with the catch-up on reconnect.
+    page.evaluate(GO_OFFLINE)
+    _paused(page)
+    node_uncordon(node=node, owner="operator", reason="audit tail, caught up", actor=actor)
+    page.evaluate(GO_ONLINE)
+    wait_live(page)
+    page.wait_for_function("() => document.querySelector('#audit-rows').innerText.includes('audit tail, caught up')")
+    assert page.evaluate("window.__noReload") == 1
+    screenshot(page, "audit-live", full_page=False)
