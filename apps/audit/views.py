@@ -28,6 +28,11 @@ class AuditLogView(ViewerRequiredMixin, ListView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         ctx = super().get_context_data(**kwargs)
+        from apps.dashboard.views import page_config
+
+        # live: a new record re-reads the rows as the server renders them (dashboard.js)
+        ctx.update(page_config(self.request, socket="/ws/fleet/", page="audit", figures_url=""),
+                   figures={}, snapshot=None)
         ctx.update(nav="audit", filter=self.filterset, choices=audit_filter_choices(),
                    filtered=self.filterset.is_bound)
         return ctx

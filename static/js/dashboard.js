@@ -346,6 +346,7 @@
   }
   function refreshTrail() { return reread("node-audit"); }
   function refreshOperations() { return cfg.page === "operations" ? reread("ops-live") : Promise.resolve(); }
+  function refreshAudit() { return cfg.page === "audit" ? reread("audit-rows") : Promise.resolve(); }
 
   function aboutThisNode(d) {
     return (d.target_type === "node" && d.target_id === String(cfg.node_id)) ||
@@ -380,6 +381,7 @@
         break;
       case "audit.event":
         refreshOperations().catch((e) => console.warn(e));
+        refreshAudit().catch((e) => console.warn(e));
         if (cfg.page === "node" && aboutThisNode(d)) refreshTrail().catch((e) => console.warn(e));
         if (cfg.page === "node" && !(d.target_type === "node" && d.target_id === String(cfg.node_id))) break;
         prepend("events", (d.time || "").slice(11, 19) + " " + d.action + " " + d.target + " by " + d.actor + (d.reason ? " · " + d.reason : ""));
@@ -594,7 +596,7 @@
       const work = [];
       if (cfg.snapshot_url && cfg.page !== "node") work.push(Live.fetchJSON(cfg.snapshot_url).then(onSnapshot));
       if (cfg.page === "node") work.push(refreshNode());
-      if (opened > 1) work.push(refreshOperations());  // catch up with what happened while away
+      if (opened > 1) work.push(refreshOperations(), refreshAudit());  // catch up with what happened while away
       if (opened > 1) work.push(refreshFigures());  // after a reconnect, the history may have moved on
       return Promise.all(work);
     },

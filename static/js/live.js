@@ -4,8 +4,10 @@
  * exponential backoff and jitter; on every open it calls handlers.resync() (re-fetch the
  * snapshot over REST), so a message lost while disconnected never leaves a stale screen.
  * A refusal (close code 4403: not signed in / no role) stops retrying.
- * The status indicator (#live-status) says "live" or "reconnecting…" with the age of the data, and
- * "updates failing" while the server's broadcaster reports failed ticks (broadcast.health frames).
+ * The status indicator (#live-status) says "live" or "paused · reconnecting…" with the age of the data,
+ * and "updates failing" while the server's broadcaster reports failed ticks (broadcast.health frames).
+ * While the socket is down every live list (class "live-list") shows as paused (body.live-paused);
+ * the resync on reconnect catches them up.
  */
 (function () {
   "use strict";
@@ -26,13 +28,16 @@
     // Connected, but the server's broadcaster says its ticks fail: the data has stopped, and why.
     const shown = state.status === "live" && state.broadcast ? "degraded" : state.status;
     box.className = "live-status live-" + shown;
-    const text = { live: "live", connecting: "connecting…", reconnecting: "reconnecting…", refused: "not allowed",
+    const text = { live: "live", connecting: "connecting…", reconnecting: "paused · reconnecting…", refused: "not allowed",
                    degraded: "updates failing" };
+    document.body.classList.toggle("live-paused", shown === "reconnecting");
     let line = (text[shown] || shown) + ageText();
     if (shown === "degraded") {
       const b = state.broadcast;
       line += " · " + b.failures + " tick" + (b.failures === 1 ? "" : "s") + " in a row";
       box.title = "The server's broadcaster fails since " + b.since + ": " + b.error;
+    } else if (shown === "reconnecting") {
+      box.title = "The websocket is down: live lists are paused and catch up when it is back";
     } else {
       box.title = "Websocket state and the age of the newest data";
     }
