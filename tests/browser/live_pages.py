@@ -49,13 +49,21 @@ def post_telemetry(*, at: dt.datetime, seq: int, in_flight: dict[str, int] | Non
                           if (s in ("intent", "generation")) != (t == "access_logic")]})
 
 
+# Data points drawn in the chart named by its data-figure (0 until Plotly has drawn it).
+POINTS_JS = """name => { const gd = document.querySelector(`[data-figure="${name}"]`);
+                         if (!gd || !gd.data) return 0;
+                         return gd.data.reduce((n, t) => n + ((t.z ? t.z.flat().filter(v => v !== null) : (t.x || []))
+                                                             .length), 0); }"""
+
+
 def points(page: Any, name: str) -> int:
     """Data points drawn in the chart ``name`` (0 until Plotly has drawn it)."""
-    return int(page.evaluate(
-        """name => { const gd = document.querySelector(`[data-figure="${name}"]`);
-                     if (!gd || !gd.data) return 0;
-                     return gd.data.reduce((n, t) => n + ((t.z ? t.z.flat().filter(v => v !== null) : (t.x || []))
-                                                         .length), 0); }""", name))
+    return int(page.evaluate(POINTS_JS, name))
+
+
+def wait_points(page: Any, name: str, at_least: int = 1) -> None:
+    """Wait until the chart ``name`` has at least ``at_least`` data points drawn."""
+    page.wait_for_function(f"([name, n]) => ({POINTS_JS})(name) >= n", arg=[name, at_least])
 
 
 def wait_live(page: Any) -> None:

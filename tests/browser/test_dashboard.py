@@ -13,10 +13,11 @@ from django.utils import timezone
 
 from apps.inventory.models import Node
 from tests.browser.conftest import login, screenshot
-from tests.browser.live_pages import CHARTS, OPERATOR, VIEWER, points, post_telemetry, wait_live
+from tests.browser.live_pages import CHARTS, OPERATOR, VIEWER, points, post_telemetry, wait_live, wait_points
 from tests.live.stack import LiveStack
 
 pytestmark = [pytest.mark.browser, pytest.mark.live]
+
 
 def test_it_renders_every_chart_live_and_drains_a_node_in_place(browser_page: Any,
                                                                 dashboard_stack: LiveStack) -> None:
@@ -29,29 +30,26 @@ def test_it_renders_every_chart_live_and_drains_a_node_in_place(browser_page: An
     page.evaluate("window.__noReload = 1")
     page.wait_for_function("""() => document.querySelector('#chart-queue').data
                                 .filter(t => t.meta && t.meta.role === 'live').some(t => t.x.length >= 2)""")
-    page.click(".ranges .range[data-minutes='15']")
+    with page.expect_response(lambda r: "/live/figures/" in r.url and "minutes=15" in r.url):
+        page.click(".ranges .range[data-minutes='15']")
     page.wait_for_function("() => new URL(location.href).searchParams.get('minutes') === '15'")
-    page.wait_for_timeout(800)
-    for name in CHARTS["/"]:
-        assert points(page, name) > 0, f"chart {name} lost its data on a range change"
+    for name in CHARTS["/"]:  # redrawn from the 15-minute figures
+        wait_points(page, name)
     screenshot(page, "dashboard-fleet")
 
     # a dropped socket: the page says so, reconnects by itself and re-fetches the snapshot over REST
-    fetched: list[str] = []
-    page.on("request", lambda r: fetched.append(r.url) if "/api/v1/live/snapshot/" in r.url else None)
-    page.evaluate("Live.state.socket.close()")
-    page.wait_for_function("() => document.querySelector('#live-status').dataset.state === 'reconnecting'")
-    wait_live(page)
-    page.wait_for_timeout(500)
-    assert fetched, "no REST snapshot after the reconnect"
+    with page.expect_request(lambda r: "/api/v1/live/snapshot/" in r.url):  # fails if none is fetched
+        page.evaluate("Live.state.socket.close()")
+        page.wait_for_function("() => document.querySelector('#live-status').dataset.state === 'reconnecting'")
+        wait_live(page)
     assert page.evaluate("window.__noReload") == 1
 
     page.goto(f"{dashboard_stack.url}/racks/")
     wait_live(page)
     assert points(page, "racks") >= 50
     page.select_option("#rack-metric", "state")
-    page.wait_for_timeout(1200)
-    assert points(page, "racks") >= 50
+    page.wait_for_function("() => new URL(location.href).searchParams.get('metric') === 'state'")
+    wait_points(page, "racks", 50)
     screenshot(page, "dashboard-racks")
 
     hybrid = Node.objects.get(hostname="n-r1-07").tier_id
