@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import numpy as np
 
 from agent.cp_agent.backends import ReferenceBackend, build_qlinear_matmul
 from controlplane.engines import BASE_DIR
+from tests.live.stack import wait_for
 
 
 def test_it_runs_without_importing_django() -> None:
@@ -30,9 +30,8 @@ def test_it_has_an_entry_point_that_needs_the_api_and_a_token() -> None:
 def test_its_reference_backend_runs_int8_matmul_on_onnx_runtime() -> None:
     backend = ReferenceBackend(serial="ref-0", rate=200.0)
     try:
-        time.sleep(0.5)
+        wait_for(lambda: backend.inferences > 20, timeout=30, what="the backend to run 20 inferences")
         (metrics,) = backend.read()
-        assert backend.inferences > 20
         assert 0 < metrics["util"] <= 1
         assert metrics["link_width"] == metrics["link_width_expected"]
 
