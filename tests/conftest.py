@@ -25,11 +25,24 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
 SLOW_MARKERS = ("live", "browser", "heavy")
 
 
+def _django_order(item: Any) -> int:
+    """pytest-django's order: tests in a rolled-back transaction (0) before transactional ones (1),
+    whose flush removes the data migrations' rows the others count on, then tests without a
+    database (2)."""
+    marker = item.get_closest_marker("django_db")
+    names = getattr(item, "fixturenames", [])
+    if (marker is not None and (marker.kwargs.get("transaction") or (marker.args and marker.args[0]))) or any(
+            n in names for n in ("transactional_db", "live_server")):
+        return 1
+    return 0 if marker is not None or "db" in names else 2
+
+
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
-    """Quick tests first, then the ones that start processes or a browser (file order kept within
-    each group): a failure in the quick suite shows in minutes, and CI's second engine mode, run
-    beside this one, shares the CPUs with quick tests rather than with live stacks."""
-    items.sort(key=lambda item: any(item.get_closest_marker(m) for m in SLOW_MARKERS))
+    """Within pytest-django's order, quick tests first, then the ones that start processes or a
+    browser (file order kept within each group): a failure in the quick suite shows sooner, and
+    CI's second engine mode, run beside this one, shares the CPUs with quick tests rather than with
+    live stacks."""
+    items.sort(key=lambda item: (_django_order(item), any(item.get_closest_marker(m) for m in SLOW_MARKERS)))
 
 
 def _user(role: str) -> User:
