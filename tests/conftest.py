@@ -29,12 +29,9 @@ def _django_order(item: Any) -> int:
     """pytest-django's order: tests in a rolled-back transaction (0) before transactional ones (1),
     whose flush removes the data migrations' rows the others count on, then tests without a
     database (2)."""
-    marker = item.get_closest_marker("django_db")
-    names = getattr(item, "fixturenames", [])
-    if (marker is not None and (marker.kwargs.get("transaction") or (marker.args and marker.args[0]))) or any(
-            n in names for n in ("transactional_db", "live_server")):
+    if _is_transactional(item):
         return 1
-    return 0 if marker is not None or "db" in names else 2
+    return 0 if item.get_closest_marker("django_db") is not None or "db" in item.fixturenames else 2
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
@@ -108,16 +105,17 @@ def restore_migration_rows() -> None:
         importlib.import_module(module).forwards(apps, None)
 
 
-def _is_transactional(request: Any) -> bool:
-    marker = request.node.get_closest_marker("django_db")
+def _is_transactional(item: Any) -> bool:
+    """Whether the test item runs outside a rolled-back transaction (its database is flushed after)."""
+    marker = item.get_closest_marker("django_db")
     if marker is not None and (marker.kwargs.get("transaction") or (marker.args and marker.args[0])):
         return True
-    return any(name in request.fixturenames for name in ("transactional_db", "live_server"))
+    return any(name in item.fixturenames for name in ("transactional_db", "live_server"))
 
 
 @pytest.fixture(autouse=True)
 def _migration_rows(request: Any) -> None:
-    if _is_transactional(request):
+    if _is_transactional(request.node):
         request.getfixturevalue("transactional_db")
         restore_migration_rows()
 
