@@ -186,3 +186,27 @@ def test_a_node_back_to_active_takes_work_again_and_held_modules_sit_out() -> No
     held = next(m for m in r.node_samples["h-0"]["modules"] if m["serial"] == "h-0-m0")
     assert held["util"] == 0
     assert all(m["util"] > 0 for m in r.node_samples["h-0"]["modules"] if m["serial"] != "h-0-m0")
+
+
+def test_slower_modules_and_clocks_serve_slower_without_making_a_queue() -> None:
+    """The tier's queue depth counts requests waiting (Little's law on the wait beyond each node's own
+    idle service time), not the extra time a 20-TOPS module or a 2.4 GHz core takes to serve: at low
+    utilisation a slow fleet has no queue to speak of, only slower stages."""
+    def slow_fleet() -> list[NodeSpec]:
+        nodes = [NodeSpec(hostname=f"a-{i}", tier=ACCESS, cpu_cores=16, cpu_clock_ghz=2.4) for i in range(8)]
+        for i in range(8):
+            mods = tuple(ModuleSpec(serial=f"h-{i}-m{s}", slot=s, tops=20.0) for s in range(4))
+            nodes.append(NodeSpec(hostname=f"h-{i}", tier=HYBRID, cpu_cores=16, cpu_clock_ghz=3.2, modules=mods))
+        return nodes
+
+    cfg = Config(peak_rps=100, burst_chance_per_hour=0, speed=1)
+    slow = run(Engine(seed=1, config=cfg), slow_fleet(), [], 12)[-1]
+    fast = run(Engine(seed=1, config=cfg), fleet(hybrid_modules=4, access=8, hybrid=8), [], 12)[-1]
+    util = statistics.fmean(m["util"] for s in slow.node_samples.values() for m in s["modules"])
+    cpu = statistics.fmean(slow.node_samples[f"a-{i}"]["cpu_util"] for i in range(8))
+    assert util < 0.3 and cpu < 0.5, (util, cpu)
+    assert stage(slow, HYBRID, "generation")["p50_ms"] > 1.5 * stage(fast, HYBRID, "generation")["p50_ms"]
+    assert stage(slow, ACCESS, "planning")["p50_ms"] > 1.1 * stage(fast, ACCESS, "planning")["p50_ms"]
+    queue = {t["tier"]: t["queue_depth"] for t in slow.tier_samples}
+    assert queue[HYBRID] <= 0.1 * 32, queue  # 32 modules, each busy under a third of the time
+    assert queue[ACCESS] <= 0.1 * 8 * 16, queue
