@@ -446,6 +446,7 @@ class Engine:
         self.backlog -= int(self.backlog)
         self.last_target_rps = rps
         cpu_ms: dict[str, dict[str, float]] = {}
+        cpu_idle_ms: dict[str, float] = {}  # per node: its CPU stages with nothing waiting (its clock's pace)
         weights = {n.hostname: n.cpu_cores * n.cpu_clock_ghz for n in access_ok}
         total_w = sum(weights.values())
         if not access_ok or not hybrid_ok:
@@ -494,6 +495,8 @@ class Engine:
                     ms *= float(f["runaway_parsing"].params.get("planning_factor", 10.0))
                 stage[s] = ms
             cpu_ms[n.hostname] = stage
+            cpu_idle_ms[n.hostname] = sum(base * (clock if s != "tool_call" else 0.7 + 0.3 * clock)
+                                          for s, base in CPU_BASE_MS.items())
             latency = sum(stage.values()) + sum(model_ms.values()) + 20.0
             rt.latency_ms = latency if not rt.latency_ms else 0.5 * rt.latency_ms + 0.5 * latency
             access_rates[n.hostname] = rate
@@ -502,7 +505,8 @@ class Engine:
         model_ms, hybrid_rates = self._model_side(hybrid_ok, actual_rps, node_faults, now)
         node_samples = self._node_samples(nodes, node_faults, hybrid_rates, model_ms, now, dt)
         tier_samples, stage_samples = self._tier_samples(
-            access, access_rates, cpu_ms, hybrid_rates, model_ms, completed_tasks, now, dt, list(endpoints), faults)
+            access, access_rates, cpu_ms, cpu_idle_ms, hybrid_rates, model_ms, completed_tasks, now, dt,
+            list(endpoints), faults)
         return StepResult(time=now, sim_time=self.sim_time(now), node_samples=node_samples,
                           tier_samples=tier_samples, stage_samples=stage_samples, requests_per_s=actual_rps)
 
@@ -542,6 +546,7 @@ class Engine:
             usable = self._usable_modules(n)
             per_module = rate / max(1, len(usable))
             stage = {s: 0.0 for s in MODEL_STAGES}
+            idle_ms = 0.0  # the node's own service time with nothing waiting: slower modules serve slower
             utils = {}
             runaway = "runaway_parsing" in node_faults[n.hostname]
             for m in usable:
@@ -554,7 +559,8 @@ class Engine:
                 factor = 1 + 0.5 * (1 / (1 - min(u, 0.95)) - 1)
                 for s, base in MODEL_BASE_MS.items():
                     stage[s] += base / max(0.05, speed) * factor / len(usable)
-            detail[n.hostname] = {"rate": rate, "stage_ms": stage, "utils": utils}
+                    idle_ms += base / max(0.05, speed) / len(usable)
+            detail[n.hostname] = {"rate": rate, "stage_ms": stage, "idle_ms": idle_ms, "utils": utils}
             for s in MODEL_STAGES:
                 weighted[s] += stage[s] * (rate / local_rps if local_rps else 1 / len(hybrid_ok))
         if not hybrid_ok:
@@ -651,7 +657,8 @@ class Engine:
                 "p99_ms": round(_percentile(draws, 0.99), 1), "max_ms": round(draws[-1] if draws else 0.0, 1)}
 
     def _tier_samples(self, access: list[NodeSpec], access_rates: dict[str, float],
-                      cpu_ms: dict[str, dict[str, float]], hybrid: dict[str, dict[str, Any]],
+                      cpu_ms: dict[str, dict[str, float]], cpu_idle_ms: dict[str, float],
+                      hybrid: dict[str, dict[str, Any]],
                       model_ms: dict[str, float], completed_tasks: int, now: float, dt: float,
                       endpoints: list[EndpointSpec] | None = None, faults: list[FaultSpec] | None = None
                       ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -668,11 +675,12 @@ class Engine:
         def tokens(rate: float, per: int) -> int:
             return int(round(rate * window * per * (0.9 + 0.2 * self.rng.random())))
 
-        # Queue depth: requests waiting (Little's law on the wait beyond the idle service time),
-        # plus tasks that found no schedulable node.
-        q_access = sum(access_rates[h] * max(0.0, sum(cpu_ms[h].values()) - sum(CPU_BASE_MS.values())) / 1000
+        # Queue depth: requests waiting (Little's law on the wait beyond each node's own idle service
+        # time: a slower clock or a slower module serves slower, it does not queue), plus tasks that
+        # found no schedulable node.
+        q_access = sum(access_rates[h] * max(0.0, sum(cpu_ms[h].values()) - cpu_idle_ms[h]) / 1000
                        for h in access_rates if h in cpu_ms) + self.backlog * (cfg.rounds_min + cfg.rounds_max) / 2
-        q_hybrid = sum(d["rate"] * max(0.0, sum(d["stage_ms"].values()) - sum(MODEL_BASE_MS.values())) / 1000
+        q_hybrid = sum(d["rate"] * max(0.0, sum(d["stage_ms"].values()) - d["idle_ms"]) / 1000
                        for d in hybrid.values())
         tier_samples = [
             {"time": now_iso, "tier": ACCESS, "window_s": round(window, 3), "queue_depth": int(round(q_access)),
