@@ -124,3 +124,21 @@ def test_it_raises_on_n_of_m_and_clears_after_k_passes_in_a_row() -> None:
     for _ in range(3):
         mem = hysteresis.remember(mem, "pass", m=5, pass_cap=5)
     assert mem == hysteresis.Memory("ppppp", 5, 0)  # steady: nothing changes any more
+
+
+def test_it_blames_low_utilisation_with_a_growing_queue_and_not_a_busy_or_steady_tier() -> None:
+    def tier(util: float, queue: list[float]) -> checks.TierView:
+        minutes = [(NOW.replace(second=0) - dt.timedelta(minutes=len(queue) - 1 - k), q) for k, q in enumerate(queue)]
+        return checks.TierView(id=2, name="hybrid", kind="hybrid_inference", modules=8, module_util=util,
+                               stage_p95={}, queue_minutes=minutes)
+
+    p = _p("low_util_queue")
+    stuck = checks.low_util_queue(tier(0.12, [8.0, 14.0, 22.0]), p, CTX)
+    busy = checks.low_util_queue(tier(0.75, [8.0, 14.0, 22.0]), p, CTX)
+    steady = checks.low_util_queue(tier(0.12, [20.0, 21.0, 22.0]), p, CTX)
+    small = checks.low_util_queue(tier(0.12, [2.0, 4.0, 8.0]), p, CTX)
+    assert stuck is not None and stuck.status == "fail" and stuck.evidence["queue_last"] == 22.0
+    assert [o.status for o in (busy, steady, small) if o is not None] == ["pass", "pass", "pass"]
+    assert checks.low_util_queue(tier(0.12, [22.0]), p, CTX).status == "unknown"  # type: ignore[union-attr]
+    assert checks.low_util_queue(checks.TierView(id=1, name="access", kind="access_logic", modules=0,
+                                                 module_util=None, stage_p95={}, queue_minutes=[]), p, CTX) is None
