@@ -127,9 +127,9 @@ def test_it_raises_on_n_of_m_and_clears_after_k_passes_in_a_row() -> None:
 
 
 def test_it_blames_low_utilisation_with_a_growing_queue_and_not_a_busy_or_steady_tier() -> None:
-    def tier(util: float, queue: list[float]) -> checks.TierView:
+    def tier(util: float, queue: list[float], modules: int = 8) -> checks.TierView:
         minutes = [(NOW.replace(second=0) - dt.timedelta(minutes=len(queue) - 1 - k), q) for k, q in enumerate(queue)]
-        return checks.TierView(id=2, name="hybrid", kind="hybrid_inference", modules=8, module_util=util,
+        return checks.TierView(id=2, name="hybrid", kind="hybrid_inference", modules=modules, module_util=util,
                                stage_p95={}, queue_minutes=minutes)
 
     p = _p("low_util_queue")
@@ -139,6 +139,12 @@ def test_it_blames_low_utilisation_with_a_growing_queue_and_not_a_busy_or_steady
     small = checks.low_util_queue(tier(0.12, [2.0, 4.0, 8.0]), p, CTX)
     assert stuck is not None and stuck.status == "fail" and stuck.evidence["queue_last"] == 22.0
     assert [o.status for o in (busy, steady, small) if o is not None] == ["pass", "pass", "pass"]
+    # A queue is judged against the modules serving it: a 60-module tier ramping up to 28 % has a
+    # dozen requests waiting in all (a fraction of one per module), which is load, not a stall.
+    ramp = checks.low_util_queue(tier(0.28, [6.0, 8.0, 12.0], modules=60), p, CTX)
+    stalled = checks.low_util_queue(tier(0.1, [30.0, 50.0, 75.0], modules=60), p, CTX)
+    assert ramp is not None and ramp.status == "pass" and ramp.evidence["min_queue"] == 60
+    assert stalled is not None and stalled.status == "fail"
     assert checks.low_util_queue(tier(0.12, [22.0]), p, CTX).status == "unknown"  # type: ignore[union-attr]
     assert checks.low_util_queue(checks.TierView(id=1, name="access", kind="access_logic", modules=0,
                                                  module_util=None, stage_p95={}, queue_minutes=[]), p, CTX) is None

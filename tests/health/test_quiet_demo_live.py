@@ -58,4 +58,7 @@ def test_the_quiet_demo_fleet_opens_only_the_planted_findings(live_stack: LiveSt
              timeout=MINUTES * 60 + 240, what=f"{MINUTES} more minutes of the fleet's rollups")
     found = _open()
     print(f"open findings after {MINUTES} quiet minutes: {sorted(found)}")
-    assert found == planted, f"unexpected: {sorted(found - planted)}; missing: {sorted(planted - found)}"
+    evidence = {(f.check_name, f.subject_key): (f.summary, f.evidence)
+                for f in Finding.objects.filter(state__in=ACTIVE_FINDING_STATES, module=None, node=None)}
+    assert found == planted, (f"unexpected: {sorted(found - planted)}; missing: {sorted(planted - found)};"
+                              f" fleet-level evidence: {evidence}")
