@@ -349,7 +349,10 @@ def low_util_queue(t: TierView, p: dict[str, Any], ctx: Context) -> Outcome | No
     if t.module_util is None or len(t.queue_minutes) < 2:
         return Outcome(UNKNOWN, "no fresh module utilisation or fewer than two minutes of queue rollups")
     first, last = t.queue_minutes[0][1], t.queue_minutes[-1][1]
-    util_max, growth, min_queue = float(p["util_max"]), float(p["growth"]), float(p["min_queue"])
+    # At least min_queue waiting, and at least per_module for each module serving the tier: below
+    # that a bigger tier's queue is the ordinary wait of rising load, not work stuck before inference.
+    util_max, growth = float(p["util_max"]), float(p["growth"])
+    min_queue = max(float(p["min_queue"]), float(p["per_module"]) * t.modules)
     ev = {"module_util": _r(t.module_util), "util_max": util_max, "queue_first": _r(first, 1),
           "queue_last": _r(last, 1), "growth": growth, "min_queue": min_queue}
     bad = t.module_util < util_max and last >= min_queue and last >= first * growth
@@ -493,8 +496,9 @@ CHECKS: dict[str, CheckDef] = {c.name: c for c in [
              {"window_min": (1, 60), "p95_ms": (1, 600000)}, window_key="window_min"),
     CheckDef("low_util_queue", "Low accelerator utilisation, growing queue", SubjectKind.TIER.value,
              low_util_queue, Evidence.LATEST_AND_ROLLUPS.value, Severity.WARNING.value,
-             {"util_max": 0.3, "growth": 1.5, "min_queue": 10, "window_min": 3},
-             {"util_max": (0, 1), "growth": (1, 100), "min_queue": (0, 1e9), "window_min": (2, 60)},
+             {"util_max": 0.3, "growth": 1.5, "min_queue": 10, "per_module": 1.0, "window_min": 3},
+             {"util_max": (0, 1), "growth": (1, 100), "min_queue": (0, 1e9), "per_module": (0, 1e6),
+              "window_min": (2, 60)},
              window_key="window_min"),
     CheckDef("endpoint_latency", "Endpoint latency SLO", SubjectKind.ENDPOINT.value, endpoint_latency,
              Evidence.ENDPOINT_MINUTES.value, Severity.WARNING.value, {"window_min": 3, "min_requests": 20},
