@@ -151,7 +151,8 @@ class MeteredEngine(Engine):
             self.rng = traffic
 
     def _tier_samples(self, access: list[NodeSpec], access_rates: dict[str, float],
-                      cpu_ms: dict[str, dict[str, float]], hybrid: dict[str, dict[str, Any]],
+                      cpu_ms: dict[str, dict[str, float]], cpu_idle_ms: dict[str, float],
+                      hybrid: dict[str, dict[str, Any]],
                       model_ms: dict[str, float], completed_tasks: int, now: float, dt: float,
                       endpoints: list[EndpointSpec] | None = None, faults: list[FaultSpec] | None = None
                       ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -187,8 +188,8 @@ class MeteredEngine(Engine):
             self._write(row)
         traffic, self.rng = self.rng, self.noise_rng
         try:
-            return super()._tier_samples(access, access_rates, cpu_ms, hybrid, model_ms, completed_tasks, now, dt,
-                                         endpoints, faults)
+            return super()._tier_samples(access, access_rates, cpu_ms, cpu_idle_ms, hybrid, model_ms,
+                                         completed_tasks, now, dt, endpoints, faults)
         finally:
             self.rng = traffic
 
