@@ -24,13 +24,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps.telemetry.metrics import MODULE_METRICS, NODE_METRICS
+
 VERSIONS: tuple[int, ...] = (1, 2, 3)
 CURRENT = VERSIONS[-1]
-# Since which version a node or module field may be null.
+# Since which version a node or module field may be null: as each metric declares it.
 NULLABLE_SINCE: dict[str, int] = {
-    "in_flight": 2,
-    "util": 2, "temp_c": 2, "power_w": 2, "link_width": 2, "link_width_expected": 2,
-    "ecc_corrected": 2, "ecc_uncorrected": 2, "errors": 2,
+    m.name: m.nullable_since for m in (*NODE_METRICS, *MODULE_METRICS) if m.nullable_since is not None
 }
 # Since which version a tier sample may carry per-endpoint figures.
 ENDPOINTS_SINCE = 3

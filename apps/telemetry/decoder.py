@@ -24,11 +24,12 @@ import datetime as dt
 from typing import Annotated, Any
 
 import msgspec
+import msgspec.structs
 from msgspec import Meta
 
 from apps.common import jsonbody
 from apps.inventory.choices import MAX_MODULES_PER_NODE
-from apps.telemetry import sketch
+from apps.telemetry import metrics, sketch
 from apps.telemetry.choices import AgentKind
 from apps.telemetry.contract import LATENCY_SINCE, VERSIONS, nullable_fields
 from apps.telemetry.identity import AgentIdentity
@@ -45,34 +46,27 @@ from apps.telemetry.validation import (
     raw_retention_hours,
 )
 
-Fraction = Annotated[float, Meta(ge=0.0, le=1.0)]
 NonNegative = Annotated[float, Meta(ge=0.0)]
-Temperature = Annotated[float, Meta(ge=-60.0, le=250.0)]
 Window = Annotated[float, Meta(gt=0.0, le=3600.0)]
 Count32 = Annotated[int, Meta(ge=0, le=INT32)]
 Counter64 = Annotated[int, Meta(ge=0, le=INT64)]
-LinkWidth = Annotated[int, Meta(ge=0, le=32)]
 Time = Annotated[dt.datetime, Meta(tz=True)]
 Name = Annotated[str, Meta(min_length=1)]
 
 
-class ModuleIn(msgspec.Struct):
-    """The metrics are nullable as contract 2 allows (unknown); contract 1 batches with a null go
-    to the complete check, which refuses them."""
-
-    serial: Name
-    util: Fraction | None
-    temp_c: Temperature | None
-    power_w: NonNegative | None
-    link_width: LinkWidth | None
-    link_width_expected: LinkWidth | None
-    ecc_corrected: Counter64 | None
-    ecc_uncorrected: Counter64 | None
-    errors: Counter64 | None
+def _metric_type(m: metrics.Metric) -> Any:
+    """The declared metric as a constrained msgspec type (null allowed where some contract allows it:
+    a contract that does not goes to the complete check, which refuses it)."""
+    lo, hi = m.bounds
+    bounds: dict[str, Any] = {k: (int(v) if m.is_int else v) for k, v in (("ge", lo), ("le", hi)) if v is not None}
+    t: Any = Annotated[int if m.is_int else float, Meta(**bounds)]
+    return t | None if m.nullable else t
 
 
-MODULE_METRICS = ("util", "temp_c", "power_w", "link_width", "link_width_expected", "ecc_corrected",
-                  "ecc_uncorrected", "errors")
+NODE_METRICS = metrics.names(metrics.NODE_METRICS)
+MODULE_METRICS = metrics.names(metrics.MODULE_METRICS)
+ModuleIn = msgspec.defstruct("ModuleIn", [("serial", Name),
+                                          *((m.name, _metric_type(m)) for m in metrics.MODULE_METRICS)])
 
 
 class HistogramIn(msgspec.Struct):
@@ -80,16 +74,12 @@ class HistogramIn(msgspec.Struct):
     counts: Annotated[list[Count32], Meta(min_length=1, max_length=sketch.MAX_BUCKETS)]
 
 
-class NodeSampleIn(msgspec.Struct):
-    time: Time
-    node: Name
-    cpu_util: Fraction
-    mem_util: Fraction
-    load1: NonNegative
-    in_flight: Count32 | None
-    threads: Count32
-    modules: Annotated[list[ModuleIn], Meta(max_length=MAX_MODULES_PER_NODE)] = []
-    latency: dict[str, HistogramIn] | None = None
+NodeSampleIn = msgspec.defstruct("NodeSampleIn", [
+    ("time", Time), ("node", Name), *((m.name, _metric_type(m)) for m in metrics.NODE_METRICS),
+    ("modules", Annotated[list[ModuleIn], Meta(max_length=MAX_MODULES_PER_NODE)], []),  # type: ignore[valid-type]
+    ("latency", dict[str, HistogramIn] | None, None),
+])
+_N = len(NODE_METRICS)
 
 
 class TierSampleIn(msgspec.Struct):
@@ -122,7 +112,7 @@ class StageSampleIn(msgspec.Struct):
 class BatchIn(msgspec.Struct):
     batch_id: Annotated[str, Meta(pattern=BATCH_ID.pattern)]
     contract: int = 1
-    node_samples: Annotated[list[NodeSampleIn], Meta(max_length=MAX_SAMPLES)] = []
+    node_samples: Annotated[list[NodeSampleIn], Meta(max_length=MAX_SAMPLES)] = []  # type: ignore[valid-type]
     tier_samples: Annotated[list[TierSampleIn], Meta(max_length=MAX_SAMPLES)] = []
     stage_samples: Annotated[list[StageSampleIn], Meta(max_length=MAX_SAMPLES)] = []
 
@@ -195,16 +185,18 @@ def fast_decode(body: bytes, *, identity: AgentIdentity, tiers: dict[str, int], 
     return out
 
 
-def _node_rows(samples: list[NodeSampleIn], identity: AgentIdentity, out: ParsedBatch,
+def _node_rows(samples: list[Any], identity: AgentIdentity, out: ParsedBatch,
                times: list[dt.datetime], *, contract: int) -> None:
     nullable = nullable_fields(contract)
     node_id, hostname, own = identity.node_id, identity.hostname, identity.modules
     for s in samples:
-        if s.node != hostname or (s.in_flight is None and "in_flight" not in nullable):
-            raise NeedsFullCheck
+        values = msgspec.structs.astuple(s)[2:2 + _N]
+        if s.node != hostname or (None in values and any(
+                v is None and f not in nullable for f, v in zip(NODE_METRICS, values, strict=True))):
+            raise NeedsFullCheck  # null where this contract version wants a number
         t = _utc(s.time)
         times.append(t)
-        out.node_rows.append((t, node_id, s.cpu_util, s.mem_util, s.load1, s.in_flight, s.threads))
+        out.node_rows.append((t, node_id, *values))
         if s.latency:
             if contract < LATENCY_SINCE:
                 raise NeedsFullCheck
@@ -219,8 +211,7 @@ def _node_rows(samples: list[NodeSampleIn], identity: AgentIdentity, out: Parsed
             module_id = own.get(m.serial)
             if module_id is None:
                 raise NeedsFullCheck
-            row = (t, module_id, node_id, m.util, m.temp_c, m.power_w, m.link_width, m.link_width_expected,
-                   m.ecc_corrected, m.ecc_uncorrected, m.errors)
+            row = (t, module_id, node_id, *msgspec.structs.astuple(m)[1:])
             if None in row and any(getattr(m, f) is None for f in MODULE_METRICS if f not in nullable):
                 raise NeedsFullCheck  # null where this contract version wants a number
             out.module_rows.append(row)

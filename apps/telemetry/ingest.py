@@ -29,7 +29,7 @@ import msgspec
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.telemetry import partitions
+from apps.telemetry import metrics, partitions
 from apps.telemetry.endpoints import endpoint_minutes_merge
 from apps.telemetry.identity import AgentIdentity
 from apps.telemetry.validation import BatchRejected, ParsedBatch, check_batch_id, raw_retention_hours
@@ -37,11 +37,11 @@ from apps.telemetry.validation import BatchRejected, ParsedBatch, check_batch_id
 logger = logging.getLogger(__name__)
 
 # Columns and their PostgreSQL types, in the order of the rows the decoders build.
-NODE_COLS = ("time", "node_id", "cpu_util", "mem_util", "load1", "in_flight", "threads")
-NODE_TYPES = ("timestamptz", "int8", "float8", "float8", "float8", "int4", "int4")
-MODULE_COLS = ("time", "module_id", "node_id", "util", "temp_c", "power_w", "link_width", "link_width_expected",
-               "ecc_corrected", "ecc_uncorrected", "errors")
-MODULE_TYPES = ("timestamptz", "int8", "int8", "float8", "float8", "float8", "int2", "int2", "int8", "int8", "int8")
+# Node and module metrics: as declared (apps.telemetry.metrics), after the keys.
+NODE_COLS = ("time", "node_id", *metrics.names(metrics.NODE_METRICS))
+NODE_TYPES = ("timestamptz", "int8", *(m.pg for m in metrics.NODE_METRICS))
+MODULE_COLS = ("time", "module_id", "node_id", *metrics.names(metrics.MODULE_METRICS))
+MODULE_TYPES = ("timestamptz", "int8", "int8", *(m.pg for m in metrics.MODULE_METRICS))
 TIER_COLS = ("time", "tier_id", "window_s", "queue_depth", "arrivals", "completions", "input_tokens",
              "output_tokens")
 TIER_TYPES = ("timestamptz", "int8", "float8", "int4", "int4", "int4", "int8", "int8")

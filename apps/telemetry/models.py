@@ -13,6 +13,8 @@ inventory, so orphans never show.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import BrinIndex
@@ -22,6 +24,7 @@ from django.utils import timezone
 
 from apps.inventory.models import ExternalEndpoint, Module, Node, Tier
 from apps.telemetry.choices import AgentKind, CommandState, Stage
+from apps.telemetry.metrics import MODULE_METRICS, NODE_METRICS, contribute
 
 
 def _ref(model: type[models.Model], related_name: str) -> models.ForeignKey:  # type: ignore[type-arg]
@@ -148,11 +151,13 @@ class NodeSample(models.Model):
     id = models.BigIntegerField(db_default=_next_id("telemetry_nodesample"), editable=False)
     time = models.DateTimeField()
     node = _ref(Node, "+")
-    cpu_util = models.FloatField()
-    mem_util = models.FloatField()
-    load1 = models.FloatField()
-    in_flight = models.IntegerField(null=True, blank=True)
-    threads = models.IntegerField()
+    # cpu_util, mem_util, load1, in_flight, threads: from the declarations (metrics.NODE_METRICS)
+    if TYPE_CHECKING:  # the columns contribute() adds, for the type checker only
+        cpu_util: float
+        mem_util: float
+        load1: float
+        in_flight: int | None
+        threads: int
 
     class Meta:
         ordering = ["-time"]
@@ -162,20 +167,25 @@ class NodeSample(models.Model):
         return f"node {self.node_id} @ {self.time:%Y-%m-%d %H:%M:%S}"
 
 
+contribute(NodeSample, NODE_METRICS, "sample")
+
+
 class ModuleSample(models.Model):
     pk = models.CompositePrimaryKey("id", "time")
     id = models.BigIntegerField(db_default=_next_id("telemetry_modulesample"), editable=False)
     time = models.DateTimeField()
     module = _ref(Module, "+")
     node = _ref(Node, "+")
-    util = models.FloatField(null=True, blank=True)
-    temp_c = models.FloatField(null=True, blank=True)
-    power_w = models.FloatField(null=True, blank=True)
-    link_width = models.SmallIntegerField(null=True, blank=True)
-    link_width_expected = models.SmallIntegerField(null=True, blank=True)
-    ecc_corrected = models.BigIntegerField(null=True, blank=True)
-    ecc_uncorrected = models.BigIntegerField(null=True, blank=True)
-    errors = models.BigIntegerField(null=True, blank=True)
+    # util, temp_c, power_w, link widths, ECC and error counters: from metrics.MODULE_METRICS
+    if TYPE_CHECKING:  # the columns contribute() adds, for the type checker only
+        util: float | None
+        temp_c: float | None
+        power_w: float | None
+        link_width: int | None
+        link_width_expected: int | None
+        ecc_corrected: int | None
+        ecc_uncorrected: int | None
+        errors: int | None
 
     class Meta:
         ordering = ["-time"]
@@ -183,6 +193,9 @@ class ModuleSample(models.Model):
 
     def __str__(self) -> str:
         return f"module {self.module_id} @ {self.time:%Y-%m-%d %H:%M:%S}"
+
+
+contribute(ModuleSample, MODULE_METRICS, "sample")
 
 
 class TierSample(models.Model):
@@ -266,11 +279,13 @@ class NodeStatus(models.Model):
     node = models.OneToOneField(Node, on_delete=models.CASCADE, primary_key=True, related_name="status")
     time = models.DateTimeField(help_text="Time of the newest sample")
     last_seen = models.DateTimeField(help_text="When the server last received a sample of this node")
-    cpu_util = models.FloatField()
-    mem_util = models.FloatField()
-    load1 = models.FloatField()
-    in_flight = models.IntegerField(null=True, blank=True)
-    threads = models.IntegerField()
+    # cpu_util, mem_util, load1, in_flight, threads: from the declarations (metrics.NODE_METRICS)
+    if TYPE_CHECKING:  # the columns contribute() adds, for the type checker only
+        cpu_util: float
+        mem_util: float
+        load1: float
+        in_flight: int | None
+        threads: int
 
     class Meta:
         verbose_name_plural = "node status"
@@ -280,25 +295,33 @@ class NodeStatus(models.Model):
         return f"{self.node} @ {self.time:%Y-%m-%d %H:%M:%S}"
 
 
+contribute(NodeStatus, NODE_METRICS, "sample")
+
+
 class ModuleStatus(models.Model):
     module = models.OneToOneField(Module, on_delete=models.CASCADE, primary_key=True, related_name="status")
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="module_status")
     time = models.DateTimeField()
     last_seen = models.DateTimeField()
-    util = models.FloatField(null=True, blank=True)
-    temp_c = models.FloatField(null=True, blank=True)
-    power_w = models.FloatField(null=True, blank=True)
-    link_width = models.SmallIntegerField(null=True, blank=True)
-    link_width_expected = models.SmallIntegerField(null=True, blank=True)
-    ecc_corrected = models.BigIntegerField(null=True, blank=True)
-    ecc_uncorrected = models.BigIntegerField(null=True, blank=True)
-    errors = models.BigIntegerField(null=True, blank=True)
+    # util, temp_c, power_w, link widths, ECC and error counters: from metrics.MODULE_METRICS
+    if TYPE_CHECKING:  # the columns contribute() adds, for the type checker only
+        util: float | None
+        temp_c: float | None
+        power_w: float | None
+        link_width: int | None
+        link_width_expected: int | None
+        ecc_corrected: int | None
+        ecc_uncorrected: int | None
+        errors: int | None
 
     class Meta:
         verbose_name_plural = "module status"
 
     def __str__(self) -> str:
         return f"{self.module} @ {self.time:%Y-%m-%d %H:%M:%S}"
+
+
+contribute(ModuleStatus, MODULE_METRICS, "sample")
 
 
 class TierStatus(models.Model):
@@ -347,14 +370,16 @@ class NodeRollup(models.Model):
     node = _ref(Node, "+")
     minute = models.DateTimeField()
     samples = models.IntegerField()
-    cpu_util_mean = models.FloatField()
-    cpu_util_max = models.FloatField()
-    mem_util_mean = models.FloatField()
-    mem_util_max = models.FloatField()
-    load1_mean = models.FloatField()
-    in_flight_mean = models.FloatField(null=True, blank=True)
-    in_flight_max = models.IntegerField(null=True, blank=True)
-    threads_max = models.IntegerField()
+    # {metric}_{aggregate} of each node metric: from metrics.NODE_METRICS
+    if TYPE_CHECKING:  # the columns contribute() adds, for the type checker only
+        cpu_util_mean: float
+        cpu_util_max: float
+        mem_util_mean: float
+        mem_util_max: float
+        load1_mean: float
+        in_flight_mean: float | None
+        in_flight_max: int | None
+        threads_max: int
 
     class Meta:
         ordering = ["-minute"]
@@ -365,22 +390,27 @@ class NodeRollup(models.Model):
         return f"node {self.node_id} {self.minute:%Y-%m-%d %H:%M}"
 
 
+contribute(NodeRollup, NODE_METRICS, "rollup")
+
+
 class ModuleRollup(models.Model):
     module = _ref(Module, "+")
     node = _ref(Node, "+")
     minute = models.DateTimeField()
     samples = models.IntegerField()
-    util_mean = models.FloatField(null=True, blank=True)
-    util_max = models.FloatField(null=True, blank=True)
-    temp_c_mean = models.FloatField(null=True, blank=True)
-    temp_c_max = models.FloatField(null=True, blank=True)
-    power_w_mean = models.FloatField(null=True, blank=True)
-    power_w_max = models.FloatField(null=True, blank=True)
-    link_width_min = models.SmallIntegerField(null=True, blank=True)
-    link_width_expected = models.SmallIntegerField(null=True, blank=True)
-    ecc_corrected_max = models.BigIntegerField(null=True, blank=True)
-    ecc_uncorrected_max = models.BigIntegerField(null=True, blank=True)
-    errors_max = models.BigIntegerField(null=True, blank=True)
+    # {metric}_{aggregate} of each module metric: from metrics.MODULE_METRICS
+    if TYPE_CHECKING:  # the columns contribute() adds, for the type checker only
+        util_mean: float | None
+        util_max: float | None
+        temp_c_mean: float | None
+        temp_c_max: float | None
+        power_w_mean: float | None
+        power_w_max: float | None
+        link_width_min: int | None
+        link_width_expected: int | None
+        ecc_corrected_max: int | None
+        ecc_uncorrected_max: int | None
+        errors_max: int | None
 
     class Meta:
         ordering = ["-minute"]
@@ -392,6 +422,9 @@ class ModuleRollup(models.Model):
 
     def __str__(self) -> str:
         return f"module {self.module_id} {self.minute:%Y-%m-%d %H:%M}"
+
+
+contribute(ModuleRollup, MODULE_METRICS, "rollup")
 
 
 class TierRollup(models.Model):

@@ -25,7 +25,7 @@ from apps.audit.services import audit_record
 from apps.common.errors import Conflict
 from apps.common.throttling import LocalWindow
 from apps.inventory.models import Module, Node
-from apps.telemetry import partitions, selectors
+from apps.telemetry import metrics, partitions, selectors
 from apps.telemetry.choices import ACK_STATES, FINAL_COMMAND_STATES, AgentKind, CommandState
 from apps.telemetry.decoder import decode, load_json
 from apps.telemetry.identity import AgentIdentity, hash_key, identities
@@ -193,34 +193,28 @@ def telemetry_ingest(*, token: AgentToken | AgentIdentity, payload: Any, now: dt
 
 # ---- rollups (incremental) and retention (partitions) --------------------------------------------
 
+def _metric_rollup(kind: str, declared: tuple[metrics.Metric, ...]) -> str:
+    """The upsert of a node's or module's per-minute rollups, each declared aggregate of each metric.
+    A module's rollup keeps the node it was in at the end of the minute."""
+    cols = [(col, f"{agg}({m.name})") for m in declared for col, agg in m.rollup_columns()]
+    if kind == "node":
+        keys, pick, group = "node_id, minute", "node_id, date_trunc('minute', time)", "GROUP BY 1, 2"
+    else:
+        keys = "module_id, node_id, minute"
+        pick = "module_id, (array_agg(node_id ORDER BY time DESC))[1], date_trunc('minute', time)"
+        group = "GROUP BY module_id, 3"
+    updates = ["node_id = EXCLUDED.node_id"] if kind == "module" else []
+    updates += [f"{c} = EXCLUDED.{c}" for c in ("samples", *(c for c, _ in cols))]
+    return (f"INSERT INTO telemetry_{kind}rollup ({keys}, samples, {', '.join(c for c, _ in cols)})"
+            f" SELECT {pick}, count(*), {', '.join(e for _, e in cols)}"
+            f" FROM telemetry_{kind}sample WHERE time >= %s AND time < %s {group}"
+            f" ON CONFLICT ({kind}_id, minute) DO UPDATE SET {', '.join(updates)}")
+
+
 # kind -> the upsert recomputing the per-minute rollups of [start, end) from the raw rows.
 _ROLLUPS: dict[str, tuple[str, ...]] = {
-    "node": (
-        """INSERT INTO telemetry_noderollup (node_id, minute, samples, cpu_util_mean, cpu_util_max, mem_util_mean,
-               mem_util_max, load1_mean, in_flight_mean, in_flight_max, threads_max)
-           SELECT node_id, date_trunc('minute', time), count(*), avg(cpu_util), max(cpu_util), avg(mem_util),
-               max(mem_util), avg(load1), avg(in_flight), max(in_flight), max(threads)
-           FROM telemetry_nodesample WHERE time >= %s AND time < %s GROUP BY 1, 2
-           ON CONFLICT (node_id, minute) DO UPDATE SET samples = EXCLUDED.samples,
-               cpu_util_mean = EXCLUDED.cpu_util_mean, cpu_util_max = EXCLUDED.cpu_util_max,
-               mem_util_mean = EXCLUDED.mem_util_mean, mem_util_max = EXCLUDED.mem_util_max,
-               load1_mean = EXCLUDED.load1_mean, in_flight_mean = EXCLUDED.in_flight_mean,
-               in_flight_max = EXCLUDED.in_flight_max, threads_max = EXCLUDED.threads_max""",),
-    "module": (
-        """INSERT INTO telemetry_modulerollup (module_id, node_id, minute, samples, util_mean, util_max, temp_c_mean,
-               temp_c_max, power_w_mean, power_w_max, link_width_min, link_width_expected, ecc_corrected_max,
-               ecc_uncorrected_max, errors_max)
-           SELECT module_id, (array_agg(node_id ORDER BY time DESC))[1], date_trunc('minute', time), count(*),
-               avg(util), max(util), avg(temp_c), max(temp_c), avg(power_w), max(power_w), min(link_width),
-               max(link_width_expected), max(ecc_corrected), max(ecc_uncorrected), max(errors)
-           FROM telemetry_modulesample WHERE time >= %s AND time < %s GROUP BY module_id, 3
-           ON CONFLICT (module_id, minute) DO UPDATE SET node_id = EXCLUDED.node_id, samples = EXCLUDED.samples,
-               util_mean = EXCLUDED.util_mean, util_max = EXCLUDED.util_max, temp_c_mean = EXCLUDED.temp_c_mean,
-               temp_c_max = EXCLUDED.temp_c_max, power_w_mean = EXCLUDED.power_w_mean,
-               power_w_max = EXCLUDED.power_w_max, link_width_min = EXCLUDED.link_width_min,
-               link_width_expected = EXCLUDED.link_width_expected,
-               ecc_corrected_max = EXCLUDED.ecc_corrected_max, ecc_uncorrected_max = EXCLUDED.ecc_uncorrected_max,
-               errors_max = EXCLUDED.errors_max""",),
+    "node": (_metric_rollup("node", metrics.NODE_METRICS),),
+    "module": (_metric_rollup("module", metrics.MODULE_METRICS),),
     "tier": (
         """INSERT INTO telemetry_tierrollup (tier_id, minute, samples, window_s, queue_depth_mean, queue_depth_max,
                queue_depth_last, arrivals, completions, input_tokens, output_tokens)

@@ -21,7 +21,7 @@ from django.conf import settings
 
 from apps.inventory.choices import MAX_MODULES_PER_NODE
 from apps.inventory.models import ExternalEndpoint, Module, Node, Tier
-from apps.telemetry import sketch
+from apps.telemetry import metrics, sketch
 from apps.telemetry.choices import AgentKind, Stage
 from apps.telemetry.contract import (
     ENDPOINTS_SINCE,
@@ -36,8 +36,8 @@ from apps.telemetry.identity import AgentIdentity
 BATCH_ID = re.compile(r"^[A-Za-z0-9._:-]{8,64}$")
 MAX_SAMPLES = 1000  # of each kind per batch
 MAX_ERRORS = 50  # reported per rejected batch
-INT32 = 2**31 - 1
-INT64 = 2**63 - 1
+INT32 = metrics.INT32
+INT64 = metrics.INT64
 STAGES = frozenset(Stage.values)
 
 
@@ -117,16 +117,8 @@ def _integer(v: Any, lo: int = 0, hi: int = INT32) -> int:
     return v
 
 
-def fraction(v: Any) -> float:
-    return _number(v, 0.0, 1.0)
-
-
 def non_negative(v: Any) -> float:
     return _number(v, 0.0)
-
-
-def temperature(v: Any) -> float:
-    return _number(v, -60.0, 250.0)
 
 
 def count32(v: Any) -> int:
@@ -137,10 +129,6 @@ def counter64(v: Any) -> int:
     return _integer(v, 0, INT64)
 
 
-def link_width(v: Any) -> int:
-    return _integer(v, 0, 32)
-
-
 def window(v: Any) -> float:
     value = _number(v, 0.0, 3600.0)
     if value == 0:
@@ -149,15 +137,19 @@ def window(v: Any) -> float:
 
 
 Check = Callable[[Any], Any]
-NODE_FIELDS: list[tuple[str, Check]] = [
-    ("cpu_util", fraction), ("mem_util", fraction), ("load1", non_negative),
-    ("in_flight", count32), ("threads", count32),
-]
-MODULE_FIELDS: list[tuple[str, Check]] = [
-    ("util", fraction), ("temp_c", temperature), ("power_w", non_negative),
-    ("link_width", link_width), ("link_width_expected", link_width),
-    ("ecc_corrected", counter64), ("ecc_uncorrected", counter64), ("errors", counter64),
-]
+
+
+def metric_check(m: metrics.Metric) -> Check:
+    """The check of a declared metric: its type and range."""
+    lo, hi = m.bounds
+    if m.is_int:
+        ilo, ihi = int(lo if lo is not None else -INT64), int(hi if hi is not None else INT64)
+        return lambda v: _integer(v, ilo, ihi)
+    return lambda v: _number(v, lo, hi)
+
+
+NODE_FIELDS: list[tuple[str, Check]] = [(m.name, metric_check(m)) for m in metrics.NODE_METRICS]
+MODULE_FIELDS: list[tuple[str, Check]] = [(m.name, metric_check(m)) for m in metrics.MODULE_METRICS]
 TIER_FIELDS: list[tuple[str, Check]] = [
     ("window_s", window), ("queue_depth", count32), ("arrivals", count32), ("completions", count32),
 ]

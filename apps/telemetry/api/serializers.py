@@ -4,6 +4,7 @@ whole-batch, errors by path)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rest_framework import serializers
@@ -11,7 +12,7 @@ from rest_framework import serializers
 from apps.common.serializers import ErrorSerializer
 from apps.inventory.choices import TierKind
 from apps.inventory.models import Node
-from apps.telemetry import sketch
+from apps.telemetry import metrics, sketch
 from apps.telemetry.choices import ACK_STATES, AgentKind, Stage
 from apps.telemetry.models import AgentToken, NodeCommand
 from apps.telemetry.services import MAX_ROTATION_OVERLAP_S
@@ -19,24 +20,29 @@ from apps.telemetry.services import MAX_ROTATION_OVERLAP_S
 # ---- ingest (schema) --------------------------------------------------------------------------
 
 
-NULL_V2 = "; null (contract 2) when the agent does not know"
+def _metric_field(m: metrics.Metric) -> serializers.Field:  # type: ignore[type-arg]
+    """A declared metric in the ingest schema: its type, declared range, unit and nullability."""
+    kw: dict[str, Any] = {k: (int(v) if float(v).is_integer() else v)
+                          for k, v in (("min_value", m.lo), ("max_value", m.hi)) if v is not None}
+    help_text = m.help + (f" ({m.unit})" if m.unit and m.unit.lower() not in m.help.lower() else "")
+    if m.nullable:
+        kw["allow_null"] = True
+        help_text += f"; null (contract {m.nullable_since}) when the agent does not know"
+    cls = serializers.IntegerField if m.is_int else serializers.FloatField
+    return cls(help_text=help_text.lstrip("; "), **kw)
 
 
-class ModuleSampleIn(serializers.Serializer):
-    serial = serializers.CharField()
-    util = serializers.FloatField(min_value=0, max_value=1, allow_null=True,
-                                  help_text="Utilisation, fraction 0..1" + NULL_V2)
-    temp_c = serializers.FloatField(min_value=-60, max_value=250, allow_null=True, help_text="°C" + NULL_V2)
-    power_w = serializers.FloatField(min_value=0, allow_null=True, help_text="Watts" + NULL_V2)
-    link_width = serializers.IntegerField(min_value=0, max_value=32, allow_null=True,
-                                          help_text="PCIe lanes trained" + NULL_V2)
-    link_width_expected = serializers.IntegerField(min_value=0, max_value=32, allow_null=True,
-                                                   help_text="PCIe lanes expected" + NULL_V2)
-    ecc_corrected = serializers.IntegerField(min_value=0, allow_null=True, help_text="Cumulative since boot" + NULL_V2)
-    ecc_uncorrected = serializers.IntegerField(min_value=0, allow_null=True,
-                                               help_text="Cumulative since boot" + NULL_V2)
-    errors = serializers.IntegerField(min_value=0, allow_null=True,  # type: ignore[assignment]
-                                      help_text="Cumulative since boot" + NULL_V2)
+def _sample_serializer(name: str, fields: dict[str, Any], declared: tuple[metrics.Metric, ...],
+                       after: Callable[[], dict[str, Any]] | None = None
+                       ) -> type[serializers.Serializer]:  # type: ignore[type-arg]
+    """An ingest schema serializer with the declared metrics between ``fields`` and the fields
+    ``after`` makes (made after them: DRF orders fields by when they were made)."""
+    ns = {"__module__": __name__, **fields, **{m.name: _metric_field(m) for m in declared}}
+    ns.update(after() if after else {})
+    return serializers.SerializerMetaclass(name, (serializers.Serializer,), ns)  # type: ignore[return-value]
+
+
+ModuleSampleIn = _sample_serializer("ModuleSampleIn", {"serial": serializers.CharField()}, metrics.MODULE_METRICS)
 
 
 class HistogramIn(serializers.Serializer):
@@ -48,19 +54,17 @@ class HistogramIn(serializers.Serializer):
                                              "(gamma^(i-1), gamma^i] ms, gamma = 1.01 / 0.99")
 
 
-class NodeSampleIn(serializers.Serializer):
-    time = serializers.DateTimeField()
-    node = serializers.CharField(help_text="Hostname; must be the key's own node")
-    cpu_util = serializers.FloatField(min_value=0, max_value=1)
-    mem_util = serializers.FloatField(min_value=0, max_value=1)
-    load1 = serializers.FloatField(min_value=0)
-    in_flight = serializers.IntegerField(min_value=0, allow_null=True,
-                                         help_text="Requests in flight on the node" + NULL_V2)
-    threads = serializers.IntegerField(min_value=0)
-    modules = ModuleSampleIn(many=True, required=False)
-    latency = serializers.DictField(child=HistogramIn(), required=False, allow_null=True,
-                                    help_text="Contract 3: per stage, a log-bucket histogram of the latencies "
-                                              "of the requests the node served since its previous sample")
+NodeSampleIn = _sample_serializer(
+    "NodeSampleIn",
+    {"time": serializers.DateTimeField(),
+     "node": serializers.CharField(help_text="Hostname; must be the key's own node")},
+    metrics.NODE_METRICS,
+    lambda: {"modules": ModuleSampleIn(many=True, required=False),
+             "latency": serializers.DictField(child=HistogramIn(), required=False, allow_null=True,
+                                              help_text="Contract 3: per stage, a log-bucket histogram of the "
+                                                        "latencies of the requests the node served since its "
+                                                        "previous sample")},
+)
 
 
 class EndpointFiguresIn(serializers.Serializer):
