@@ -210,3 +210,18 @@ def test_slower_modules_and_clocks_serve_slower_without_making_a_queue() -> None
     queue = {t["tier"]: t["queue_depth"] for t in slow.tier_samples}
     assert queue[HYBRID] <= 0.1 * 32, queue  # 32 modules, each busy under a third of the time
     assert queue[ACCESS] <= 0.1 * 8 * 16, queue
+
+
+def test_it_breaks_the_model_stages_down_per_hybrid_node_as_a_gateway_does() -> None:
+    """The per-node breakdown a rollout's cohort gate compares: each serving hybrid node's own calls
+    and latency per model stage, adding up to the tier's; a node with a module at half width is slower."""
+    fault = FaultSpec("pcie_degraded", "h-0", {"slot": 0, "width_factor": 0.5}, started_at=T0)
+    r = run(Engine(seed=9, config=CALM), fleet(), [fault], 6)[-1]
+    per_node = [s for s in r.stage_samples if s.get("node")]
+    assert {s["node"] for s in per_node} == {f"h-{i}" for i in range(4)}
+    assert all(s["tier"] == HYBRID and s["stage"] in ("intent", "generation") and s["errors"] == 0 for s in per_node)
+    for name in ("intent", "generation"):
+        tier = next(s for s in r.stage_samples if s["stage"] == name and s["tier"] == HYBRID and not s.get("node"))
+        assert abs(sum(s["count"] for s in per_node if s["stage"] == name) - tier["count"]) <= 4
+    gen = {s["node"]: s["p50_ms"] for s in per_node if s["stage"] == "generation"}
+    assert gen["h-0"] > 1.2 * max(gen[h] for h in ("h-1", "h-2", "h-3")), gen
