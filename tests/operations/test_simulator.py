@@ -53,7 +53,7 @@ def test_it_drains_a_simulated_node_only_when_its_work_is_done(fleet):  # type: 
     drain = lifecycle.node_drain(node=a1, reason="simulated maintenance", actor="alice", deadline_s=600,
                                  override=True).obj
     history = []
-    for i in range(1, 25):
+    for i in range(1, 91):  # a task runs up to 6 rounds at the node's latency (~4 s here): up to ~30 s
         seen = tick(time.time() + i)
         controllers.drains_advance()
         drain.refresh_from_db()
