@@ -45,6 +45,7 @@ MODEL_BASE_MS = {"intent": 60.0, "generation": 320.0}
 SIGMA = {"perception": 0.3, "planning": 0.35, "tool_call": 0.5, "memory_update": 0.3, "intent": 0.25,
          "generation": 0.3}
 EXTERNAL_MS = 900.0
+PER_NODE_DRAWS = 60  # latency draws per node and stage in the gateway's per-node breakdown
 ENDPOINT_ERROR_RATE = 0.002  # requests a healthy endpoint fails
 ENDPOINT_FAULTS = frozenset({"endpoint_slow", "endpoint_errors", "endpoint_quota"})
 SCHEDULABLE_STATES = frozenset({"active"})
@@ -307,6 +308,7 @@ class Engine:
         self.seed = seed
         self.config = config or Config()
         self.rng = random.Random(seed)
+        self.breakdown_rng = random.Random(seed + 0x5EED)  # the per-node breakdown draws: the rest unchanged
         self.start_time = start_time
         self.nodes: dict[str, NodeRuntime] = {}
         self.backlog = 0.0          # tasks that found no schedulable node, waiting
@@ -706,6 +708,18 @@ class Engine:
             count = int(round(hyb_rps * window)) if s == "intent" else int(round((total_rps - ext_rps) * window))
             stage_samples.append(self._summary(HYBRID, s, count, self._draw(parts, s, min(n_draws, count)),
                                                window, now_iso))
+        # The gateway's per-node breakdown of the model stages, what a rollout's cohort gate compares:
+        # each serving hybrid node's own calls and latency (no request fails in the simulator's stages).
+        generation_share = (total_rps - ext_rps) / hyb_rps if hyb_rps else 0.0
+        for host, d in hybrid.items():
+            for s in MODEL_STAGES:
+                count = int(round(d["rate"] * window * (1.0 if s == "intent" else generation_share)))
+                if count <= 0:
+                    continue
+                draws = sorted(d["stage_ms"][s] * math.exp(self.breakdown_rng.gauss(0, SIGMA[s]))
+                               for _ in range(min(PER_NODE_DRAWS, count)))
+                stage_samples.append({**self._summary(HYBRID, s, count, draws, window, now_iso), "node": host,
+                                      "errors": 0})
         ext_count = int(round(ext_rps * window))
         ext_parts = [(1.0, EXTERNAL_MS)]
         if endpoints:
