@@ -34,6 +34,7 @@ from apps.simulator.engine import (
     scale_floats,
     silent_corruption,
 )
+from apps.telemetry.validation import MAX_SAMPLES
 
 log = logging.getLogger("simulator")
 
@@ -220,8 +221,12 @@ class FleetSimulator:
             self._enqueue(hostname, {"contract": CONTRACT, "node_samples": [{"time": _iso(result.time), **sample}]})
             senders.append((hostname, key))
         if self.tokens.gateway:
+            # A batch holds at most MAX_SAMPLES stage samples: a big fleet's per-node breakdown takes several.
+            stages = result.stage_samples
             self._enqueue("gateway", {"contract": CONTRACT, "tier_samples": result.tier_samples,
-                                      "stage_samples": result.stage_samples})
+                                      "stage_samples": stages[:MAX_SAMPLES]})
+            for k in range(MAX_SAMPLES, len(stages), MAX_SAMPLES):
+                self._enqueue("gateway", {"contract": CONTRACT, "stage_samples": stages[k:k + MAX_SAMPLES]})
             senders.append(("gateway", self.tokens.gateway))
         # Boxes of nodes that went silent (crashed) still hold batches: flush them too.
         for who, box in self._outboxes.items():
