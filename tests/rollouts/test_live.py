@@ -118,6 +118,8 @@ def test_a_bad_canary_rolls_back_alone_then_a_clean_rollout_completes_within_the
     assert clean["wave_count"] >= 3 and len(wave_gates) == clean["wave_count"], clean["gates"]
     assert all(g["vectors"]["ok"] and g["health"]["ok"] for g in wave_gates), wave_gates
     assert all(g["ok"] for g in cohort_gates), cohort_gates
+    # The simulator's gateway sends the per-node breakdown: the gate compared the cohorts' model stages.
+    assert any(c["stage"] in ("intent", "generation") for g in cohort_gates for c in g["compared"]), cohort_gates
     rows = list(RolloutNode.objects.filter(rollout_id=clean["id"]).select_related("node"))
     upgraded = [rn.node_id for rn in rows if rn.step == "done"]
     assert held.pk not in upgraded and len(upgraded) == len(in_scope) - 1 - sum(
