@@ -37,7 +37,7 @@ from tests.rollouts.conftest import serving_over_time, small_specs
 pytestmark = [pytest.mark.heavy, pytest.mark.live, pytest.mark.timeout(1800)]
 
 TASKS: dict[str, float] = {"apps.rollouts.tasks.rollouts_advance": 1, "apps.vectors.tasks.vector_runs_advance": 1,
-         "apps.operations.tasks.drains_advance": 1}
+         "apps.operations.tasks.drains_advance": 1, "apps.telemetry.tasks.telemetry_rollup": 5}
 
 
 def _api(stack: LiveStack) -> httpx.Client:
@@ -102,7 +102,9 @@ def test_a_bad_canary_rolls_back_alone_then_a_clean_rollout_completes_within_the
 
     # 2. Fixed: a clean rollout completes, canary then waves.
     fault_set(kind="bad_combination", combination=target, enabled=False, actor="live-test")
-    created = api.post("/api/v1/rollouts/", json=body, headers={"Idempotency-Key": "live-clean"})
+    # A bake long enough for the upgraded nodes to serve and their minutes to be rolled up: the
+    # cohort gate then compares them with the rest.
+    created = api.post("/api/v1/rollouts/", json={**body, "bake_s": 12}, headers={"Idempotency-Key": "live-clean"})
     assert created.status_code == 201, created.text
     # A worker SIGKILLed during a wave: a second worker finishes the rollout from the stored steps.
     wait_for(lambda: RolloutNode.objects.filter(rollout_id=created.json()["id"], wave=1).exclude(
@@ -119,7 +121,8 @@ def test_a_bad_canary_rolls_back_alone_then_a_clean_rollout_completes_within_the
     assert all(g["vectors"]["ok"] and g["health"]["ok"] for g in wave_gates), wave_gates
     assert all(g["ok"] for g in cohort_gates), cohort_gates
     # The simulator's gateway sends the per-node breakdown: the gate compared the cohorts' model stages.
-    assert any(c["stage"] in ("intent", "generation") for g in cohort_gates for c in g["compared"]), cohort_gates
+    assert any(c["stage"] in ("intent", "generation") for g in cohort_gates for c in g["compared"]), [
+        (g["wave"], g["detail"], g["window"], g["upgraded"], g["control"]) for g in cohort_gates]
     rows = list(RolloutNode.objects.filter(rollout_id=clean["id"]).select_related("node"))
     upgraded = [rn.node_id for rn in rows if rn.step == "done"]
     assert held.pk not in upgraded and len(upgraded) == len(in_scope) - 1 - sum(
