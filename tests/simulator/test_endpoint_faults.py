@@ -77,9 +77,12 @@ def test_the_simulated_gateways_batches_pass_the_contract() -> None:
                                     url="https://gpu.example/v1", model="m70b", quota_requests_per_min=6000)
     ExternalEndpoint.objects.create(name="off", tier=tier, kind=EndpointKind.CLOUD_API, url="https://c.example/v1",
                                     model="m", enabled=False)
+    for i in range(4):  # the hybrid nodes the engine's fleet names in the gateway's per-node breakdown
+        make_node(f"h-{i}", slot=i + 1, modules=0)
     nodes, faults, endpoints = world()
     assert endpoints == endpoint_specs() == [EndpointSpec("gpu-pool-70b", quota_rpm=6000, quota_tpm=1_000_000)]
     result = Engine(seed=1).step(timezone.now().timestamp(), fleet(), faults, endpoints=endpoints)
+    assert {s.get("node") for s in result.stage_samples} == {None, "h-0", "h-1", "h-2", "h-3"}
     gateway, _ = agent_token_issue(kind=AgentKind.GATEWAY, node=None, actor="test")
     telemetry_ingest(token=gateway, payload={"batch_id": "sim-gw-000001", "contract": CONTRACT,
                                              "tier_samples": result.tier_samples,

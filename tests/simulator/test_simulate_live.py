@@ -65,7 +65,9 @@ def test_it_plays_the_fleet_through_the_agent_endpoints(live_stack: LiveStack) -
     assert NodeSample.objects.count() == stats.node_samples_sent == 3 * stats.ticks
     assert IngestBatch.objects.filter(scope="gateway").count() == stats.gateway_batches_sent == stats.ticks
     assert set(TierStatus.objects.values_list("tier__kind", flat=True)) == set(TierKind.values)
-    assert StageSample.objects.filter(stage="generation").count() == 2 * stats.ticks  # hybrid + external
+    # The tiers' own summaries: hybrid + external, every tick (beside the hybrid nodes' breakdown).
+    assert StageSample.objects.filter(stage="generation", node=None).count() == 2 * stats.ticks
+    assert StageSample.objects.filter(stage="generation", node__isnull=False).exists()
     in_flight = NodeStatus.objects.get(node__hostname="n-s-01").in_flight
     assert in_flight is not None and in_flight >= 0  # the simulated agent always knows its in-flight work
 
