@@ -24,7 +24,6 @@ import datetime as dt
 from typing import Annotated, Any
 
 import msgspec
-import msgspec.structs
 from msgspec import Meta
 
 from apps.common import jsonbody
@@ -79,7 +78,18 @@ NodeSampleIn = msgspec.defstruct("NodeSampleIn", [
     ("modules", Annotated[list[ModuleIn], Meta(max_length=MAX_MODULES_PER_NODE)], []),  # type: ignore[valid-type]
     ("latency", dict[str, HistogramIn] | None, None),
 ])
-_N = len(NODE_METRICS)
+
+
+def _row_builder(keys: str, metric_names: tuple[str, ...], obj: str) -> Any:
+    """``lambda <keys>, <obj>: (<keys>, <obj>.<metric>, ...)``, built once from the declarations (as
+    dataclasses builds its methods): the hot loop reads each attribute directly, as hand-written code would."""
+    body = ", ".join([keys, *(f"{obj}.{name}" for name in metric_names)])
+    return eval(f"lambda {keys}, {obj}: ({body})")  # noqa: S307 - names from metrics.py, checked identifiers
+
+
+assert all(n.isidentifier() for n in (*NODE_METRICS, *MODULE_METRICS))
+_node_row = _row_builder("t, node_id", NODE_METRICS, "s")
+_module_row = _row_builder("t, module_id, node_id", MODULE_METRICS, "m")
 
 
 class TierSampleIn(msgspec.Struct):
@@ -190,13 +200,14 @@ def _node_rows(samples: list[Any], identity: AgentIdentity, out: ParsedBatch,
     nullable = nullable_fields(contract)
     node_id, hostname, own = identity.node_id, identity.hostname, identity.modules
     for s in samples:
-        values = msgspec.structs.astuple(s)[2:2 + _N]
-        if s.node != hostname or (None in values and any(
-                v is None and f not in nullable for f, v in zip(NODE_METRICS, values, strict=True))):
-            raise NeedsFullCheck  # null where this contract version wants a number
+        if s.node != hostname:
+            raise NeedsFullCheck
         t = _utc(s.time)
         times.append(t)
-        out.node_rows.append((t, node_id, *values))
+        row = _node_row(t, node_id, s)
+        if None in row and any(getattr(s, f) is None for f in NODE_METRICS if f not in nullable):
+            raise NeedsFullCheck  # null where this contract version wants a number
+        out.node_rows.append(row)
         if s.latency:
             if contract < LATENCY_SINCE:
                 raise NeedsFullCheck
@@ -211,7 +222,7 @@ def _node_rows(samples: list[Any], identity: AgentIdentity, out: ParsedBatch,
             module_id = own.get(m.serial)
             if module_id is None:
                 raise NeedsFullCheck
-            row = (t, module_id, node_id, *msgspec.structs.astuple(m)[1:])
+            row = _module_row(t, module_id, node_id, m)
             if None in row and any(getattr(m, f) is None for f in MODULE_METRICS if f not in nullable):
                 raise NeedsFullCheck  # null where this contract version wants a number
             out.module_rows.append(row)
