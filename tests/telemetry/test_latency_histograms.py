@@ -206,6 +206,36 @@ def test_the_snapshot_and_series_use_histograms_where_there_are_any(fleet: Fleet
     assert within(points["intent"][0]["p99_ms"], exact(values, 0.99))
 
 
+def test_the_fleet_chart_merges_histograms_only_where_every_tier_reporting_the_stage_sent_them(fleet: Fleet) -> None:
+    setup = Setup(fleet)
+    now = timezone.now()
+    minute = now.replace(second=0, microsecond=0) - dt.timedelta(minutes=2)
+    setup.send([minute], {("n-a", "intent"): (40.0, 0.35), ("n-b", "intent"): (200.0, 0.9),
+                          ("n-a", "generation"): (300.0, 0.4)})
+    # The gateway: the hybrid tier's intent and generation, and the external model's generation,
+    # which no node sends histograms for.
+    at = minute + dt.timedelta(seconds=30)
+    r = fleet.client(fleet.key_gw).post(URL, {"batch_id": "lat-gw-00002", "stage_samples": [
+        stage_sample("intent", at), stage_sample("generation", at),
+        stage_sample("generation", at, tier="external_large_model", count=40, p95_ms=2400.0, p99_ms=3100.0,
+                         max_ms=3900.0)]}, format="json")
+    assert r.status_code == 202, r.content
+    stored()
+    telemetry_rollup()
+    points = {s["stage"]: s["points"] for s in selectors.fleet_stage_latency_series(minutes=10, now=now)["stages"]}
+    [intent] = points["intent"]
+    values = setup.values({"n-a", "n-b"}, "intent")
+    assert intent["exact"] is True and intent["count"] == len(values) and within(intent["p95_ms"], exact(values, 0.95))
+    # Generation: the hybrid tier's histograms alone would leave the large model's 40 calls out.
+    [generation] = points["generation"]
+    assert generation["exact"] is False and generation["count"] == 100 + 40 and generation["p95_ms"] == 2400.0
+    # Per tier, the hybrid tier's own generation is its histograms'.
+    series = selectors.stage_latency_series(tier=fleet.tier, minutes=10, now=now)
+    hybrid = {s["stage"]: s["points"] for s in series["tiers"][0]["stages"]}
+    assert hybrid["generation"][0]["exact"] is True
+    assert hybrid["generation"][0]["count"] == len(setup.values({"n-a"}, "generation"))
+
+
 @pytest.mark.parametrize(("latency", "contract", "path", "message"), [
     ({"intent": {"offset": 10, "counts": [1]}}, 2, "node_samples[0].latency",
      "latency histograms need contract 3 or later (this batch speaks 2)"),
