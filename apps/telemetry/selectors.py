@@ -501,25 +501,38 @@ def _stage_points(tier_ids: list[int], since: dt.datetime, step: int, *, by_tier
                   ) -> dict[tuple[int, str], list[dict[str, Any]]]:
     """Points per (tier id, or 0 for every tier merged, stage), per bin of ``step`` minutes from
     ``since``: from the histograms' bucket counts where a bin has any (``exact`` true), else from
-    the gateway's summaries (``exact`` false)."""
+    the gateway's summaries (``exact`` false). Merged over the tiers, a stage's bin takes the
+    histograms only when every tier the summaries report it for sent histograms too (the external
+    tier's generation has no nodes to send any: merging only the hybrid tier's buckets would leave
+    the large model's calls out of the fleet's generation figure)."""
     width = dt.timedelta(minutes=step)
     key = "tier_id" if by_tier else "0"
     points: dict[tuple[int, str], dict[dt.datetime, dict[str, Any]]] = defaultdict(dict)
-    for tid, stage, minute, count, p50, p95, p99, mx in _rows(
+    summarised: dict[tuple[str, dt.datetime], set[int]] = {}  # the tiers whose summaries report a stage's bin
+    for tid, stage, minute, count, p50, p95, p99, mx, tiers in _rows(
             f"""SELECT {key} AS key, stage, date_bin(%s, minute, %s) AS bin, sum(count),
                       CASE WHEN sum(count) > 0 THEN sum(p50_ms * count) / sum(count) ELSE avg(p50_ms) END,
-                      max(p95_ms), max(p99_ms), max(max_ms)
+                      max(p95_ms), max(p99_ms), max(max_ms), array_agg(DISTINCT tier_id)
                FROM telemetry_stagerollup WHERE minute >= %s AND tier_id = ANY(%s)
                GROUP BY key, stage, bin""",
             [width, since, since, tier_ids]):
         points[(tid, stage)][minute] = {"minute": minute, "count": int(count), "p50_ms": _r(p50, 2),
                                         "p95_ms": _r(p95, 2), "p99_ms": _r(p99, 2), "max_ms": _r(mx, 2),
                                         "exact": False}
+        summarised[(stage, minute)] = set(tiers)
+    sent: dict[tuple[str, dt.datetime], set[int]] = defaultdict(set)  # the tiers whose nodes sent histograms
+    if not by_tier:
+        for stage, minute, tid in _rows(
+                """SELECT DISTINCT stage, date_bin(%s, minute, %s), tier_id FROM telemetry_tierlatencyrollup
+                   WHERE minute >= %s AND tier_id = ANY(%s)""", [width, since, since, tier_ids]):
+            sent[(stage, minute)].add(tid)
     for tid, minute, figures in _percentile_rows(
             _BUCKETS.format(key=f"r.{key}" if by_tier else "0", bin="date_bin(%s, r.minute, %s)",
                             table="telemetry_tierlatencyrollup", where="r.minute >= %s AND r.tier_id = ANY(%s)"),
             [width, since, since, tier_ids]):
         stage = figures.pop("stage")
+        if not by_tier and not summarised.get((stage, minute), set()) <= sent[(stage, minute)]:
+            continue  # a tier without histograms reports this stage: the summaries' merge covers them all
         points[(tid, stage)][minute] = {"minute": minute, **figures}
     return {k: [p for _, p in sorted(by_minute.items())] for k, by_minute in points.items()}
 
@@ -542,7 +555,8 @@ def stage_latency_series(*, tier: Tier | None, minutes: int, now: dt.datetime | 
 
 def fleet_stage_latency_series(*, minutes: int, now: dt.datetime | None = None) -> dict[str, Any]:
     """As ``stage_latency_series``, with every tier merged per stage (a stage may run in more than one
-    tier): the histograms' bucket counts of all tiers added (exact), else the summaries merged."""
+    tier): the histograms' bucket counts of all tiers added (exact) where every tier reporting the
+    stage sent them, else the summaries merged."""
     now = now or timezone.now()
     since = _since(now, minutes)
     step = series_step(minutes)
