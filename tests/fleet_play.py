@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from apps.inventory.models import Node
 from apps.simulator.engine import Config, Engine
+from apps.simulator.runner import CONTRACT
 from apps.simulator.selectors import fleet_specs
 from apps.telemetry.choices import AgentKind
 from apps.telemetry.services import agent_token_issue, telemetry_ingest, telemetry_rollup
@@ -18,9 +19,10 @@ from apps.telemetry.services import agent_token_issue, telemetry_ingest, telemet
 _batch = itertools.count(1)
 
 
-def play_demo_hour(hour: float, *, minutes: int = 2, step_s: float = 10.0, seed: int = 3) -> None:
-    """The seeded fleet at ``hour`` (no campaign burst)."""
-    engine = Engine(seed=seed, config=Config(speed=1.0, start_hour=hour, burst_chance_per_hour=0.0))
+def play_demo_hour(hour: float, *, minutes: int = 2, step_s: float = 10.0, seed: int = 3,
+                   engine: Engine | None = None) -> Engine:
+    """The seeded fleet at ``hour`` (no campaign burst); returns the engine that played it."""
+    engine = engine or Engine(seed=seed, config=Config(speed=1.0, start_hour=hour, burst_chance_per_hour=0.0))
     keys = {n.hostname: agent_token_issue(kind=AgentKind.NODE, node=n, actor="test")[0]
             for n in Node.objects.all()}
     gateway, _ = agent_token_issue(kind=AgentKind.GATEWAY, node=None, actor="test")
@@ -33,8 +35,10 @@ def play_demo_hour(hour: float, *, minutes: int = 2, step_s: float = 10.0, seed:
         when = dt.datetime.fromtimestamp(result.time, dt.UTC).isoformat()
         for host, sample in result.node_samples.items():
             telemetry_ingest(token=keys[host], payload={"batch_id": f"play-node-{next(_batch):06d}",
+                                                        "contract": CONTRACT,
                                                         "node_samples": [{"time": when, **sample}]})
         telemetry_ingest(token=gateway, payload={"batch_id": f"play-gw-{next(_batch):06d}",
                                                  "tier_samples": result.tier_samples,
                                                  "stage_samples": result.stage_samples})
     telemetry_rollup(now=timezone.now(), since=timezone.now() - dt.timedelta(minutes=minutes + 1))
+    return engine

@@ -33,6 +33,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.cp_agent import sketch
+
 ACCESS = "access_logic"
 HYBRID = "hybrid_inference"
 EXTERNAL = "external_large_model"
@@ -108,6 +110,7 @@ class Config:
     output_tokens: int = 100
     burst_chance_per_hour: float = 0.25
     draws: int = 240                # latency draws per stage summary
+    latency_histograms: bool = True  # node samples carry a histogram of every request's stage latency
 
 
 @dataclass
@@ -309,6 +312,9 @@ class Engine:
         self.config = config or Config()
         self.rng = random.Random(seed)
         self.breakdown_rng = random.Random(seed + 0x5EED)  # the per-node breakdown draws: the rest unchanged
+        self.latency_rng = random.Random(seed + 0x1A7E)  # the nodes' histogram draws: the rest unchanged
+        # Set to a dict to keep the raw latencies behind the histograms: (host, stage) -> [ms, ...].
+        self.recorded_latencies: dict[tuple[str, str], list[float]] | None = None
         self.start_time = start_time
         self.nodes: dict[str, NodeRuntime] = {}
         self.backlog = 0.0          # tasks that found no schedulable node, waiting
@@ -509,6 +515,8 @@ class Engine:
         tier_samples, stage_samples = self._tier_samples(
             access, access_rates, cpu_ms, cpu_idle_ms, hybrid_rates, model_ms, completed_tasks, now, dt,
             list(endpoints), faults)
+        if cfg.latency_histograms:
+            self._latency_histograms(node_samples, access_rates, cpu_ms, hybrid_rates, dt)
         return StepResult(time=now, sim_time=self.sim_time(now), node_samples=node_samples,
                           tier_samples=tier_samples, stage_samples=stage_samples, requests_per_s=actual_rps)
 
@@ -639,6 +647,40 @@ class Engine:
             }
         return out
 
+    def _generation_share(self, access_rps: float, hybrid: dict[str, dict[str, Any]]) -> float:
+        """Of a hybrid node's intent calls, the share that also runs generation locally (the rest goes to
+        the external large model)."""
+        hyb_rps = sum(d["rate"] for d in hybrid.values())
+        return (access_rps - access_rps * self.config.external_share) / hyb_rps if hyb_rps else 0.0
+
+    def _latency_histograms(self, node_samples: dict[str, dict[str, Any]], access_rates: dict[str, float],
+                            cpu_ms: dict[str, dict[str, float]], hybrid: dict[str, dict[str, Any]],
+                            dt: float) -> None:
+        """What a node's agent sends from its serving process's latency log (contract 3): per stage it
+        serves, a log-bucket histogram of every request's latency in the window: an access node's CPU
+        stages, a hybrid node's model stages, each a lognormal around the node's own stage latency."""
+        window = max(0.001, dt)
+        share = self._generation_share(sum(access_rates.values()), hybrid)
+        for host, sample in node_samples.items():
+            per_stage: dict[str, tuple[float, int]] = {}
+            if access_rates.get(host, 0.0) > 0 and host in cpu_ms:
+                count = int(round(access_rates[host] * window))
+                per_stage = {s: (cpu_ms[host][s], count) for s in CPU_STAGES}
+            elif host in hybrid and hybrid[host]["rate"] > 0:
+                d = hybrid[host]
+                per_stage = {s: (d["stage_ms"][s], int(round(d["rate"] * window * (1.0 if s == "intent" else share))))
+                             for s in MODEL_STAGES}
+            latency = {}
+            for s, (median, count) in per_stage.items():
+                if count <= 0:
+                    continue
+                draws = [median * math.exp(self.latency_rng.gauss(0, SIGMA[s])) for _ in range(count)]
+                if self.recorded_latencies is not None:
+                    self.recorded_latencies.setdefault((host, s), []).extend(draws)
+                latency[s] = sketch.histogram(draws)
+            if latency:
+                sample["latency"] = latency
+
     def _draw(self, parts: list[tuple[float, float]], stage: str, n: int) -> list[float]:
         """Latency draws (ms) from a mixture of per-node lognormals: parts = [(weight, median_ms)]."""
         total = sum(w for w, _ in parts)
@@ -710,7 +752,7 @@ class Engine:
                                                window, now_iso))
         # The gateway's per-node breakdown of the model stages, what a rollout's cohort gate compares:
         # each serving hybrid node's own calls and latency (no request fails in the simulator's stages).
-        generation_share = (total_rps - ext_rps) / hyb_rps if hyb_rps else 0.0
+        generation_share = self._generation_share(total_rps, hybrid)
         for host, d in hybrid.items():
             for s in MODEL_STAGES:
                 count = int(round(d["rate"] * window * (1.0 if s == "intent" else generation_share)))

@@ -41,7 +41,7 @@ log = logging.getLogger("simulator")
 TELEMETRY_PATH = "/api/v1/telemetry/"
 COMMANDS_PATH = "/api/v1/agent/commands/"
 # The wire contract the simulated agents speak (docs/agent-protocol.md): 3, as the gateway's tier samples
-# carry per-endpoint figures (the node samples are what contract 2 made them).
+# carry per-endpoint figures and the node samples their stage latency histograms.
 CONTRACT = 3
 # Commands the simulated agent understands; anything else is acknowledged "unknown".
 STOP_WORK = {"drain", "cordon", "standby", "maintenance"}

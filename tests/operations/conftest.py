@@ -68,7 +68,7 @@ class Fleet:
         if token is None:
             token, _ = agent_token_issue(kind=AgentKind.NODE, node=node, actor="test")
             self._tokens[node.pk] = token
-        telemetry_ingest(token=token, payload={"batch_id": f"test-batch-{next(_batch):06d}", "contract": 2,
+        telemetry_ingest(token=token, payload={"batch_id": f"test-batch-{next(_batch):06d}", "contract": 3,
                                                "node_samples": [sample]})
 
     def gateway_key(self) -> str:
