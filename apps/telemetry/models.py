@@ -146,18 +146,36 @@ class RollupDue(models.Model):
         return f"{self.kind} {self.minute:%Y-%m-%d %H:%M}"
 
 
-class NodeSample(models.Model):
+class NodeMetricColumns:
+    """The columns ``contribute(model, NODE_METRICS, "sample")`` adds (a sample and the latest state),
+    declared here for the type checker only: the declarations in ``metrics.py`` make the fields."""
+
+    cpu_util: float
+    mem_util: float
+    load1: float
+    in_flight: int | None
+    threads: int
+
+
+class ModuleMetricColumns:
+    """As ``NodeMetricColumns``, for ``MODULE_METRICS``: utilisation, temperature, power, link widths,
+    ECC and error counters."""
+
+    util: float | None
+    temp_c: float | None
+    power_w: float | None
+    link_width: int | None
+    link_width_expected: int | None
+    ecc_corrected: int | None
+    ecc_uncorrected: int | None
+    errors: int | None
+
+
+class NodeSample(NodeMetricColumns, models.Model):
     pk = models.CompositePrimaryKey("id", "time")
     id = models.BigIntegerField(db_default=_next_id("telemetry_nodesample"), editable=False)
     time = models.DateTimeField()
     node = _ref(Node, "+")
-    # cpu_util, mem_util, load1, in_flight, threads: from the declarations (metrics.NODE_METRICS)
-    if TYPE_CHECKING:  # the columns contribute() adds, for the type checker only
-        cpu_util: float
-        mem_util: float
-        load1: float
-        in_flight: int | None
-        threads: int
 
     class Meta:
         ordering = ["-time"]
@@ -170,22 +188,12 @@ class NodeSample(models.Model):
 contribute(NodeSample, NODE_METRICS, "sample")
 
 
-class ModuleSample(models.Model):
+class ModuleSample(ModuleMetricColumns, models.Model):
     pk = models.CompositePrimaryKey("id", "time")
     id = models.BigIntegerField(db_default=_next_id("telemetry_modulesample"), editable=False)
     time = models.DateTimeField()
     module = _ref(Module, "+")
     node = _ref(Node, "+")
-    # util, temp_c, power_w, link widths, ECC and error counters: from metrics.MODULE_METRICS
-    if TYPE_CHECKING:  # the columns contribute() adds, for the type checker only
-        util: float | None
-        temp_c: float | None
-        power_w: float | None
-        link_width: int | None
-        link_width_expected: int | None
-        ecc_corrected: int | None
-        ecc_uncorrected: int | None
-        errors: int | None
 
     class Meta:
         ordering = ["-time"]
@@ -273,19 +281,12 @@ class LatencySample(models.Model):
 # ---- latest state (one row per node / module / tier) -------------------------------------
 
 
-class NodeStatus(models.Model):
+class NodeStatus(NodeMetricColumns, models.Model):
     """The newest sample of a node, and when the node was last heard from."""
 
     node = models.OneToOneField(Node, on_delete=models.CASCADE, primary_key=True, related_name="status")
     time = models.DateTimeField(help_text="Time of the newest sample")
     last_seen = models.DateTimeField(help_text="When the server last received a sample of this node")
-    # cpu_util, mem_util, load1, in_flight, threads: from the declarations (metrics.NODE_METRICS)
-    if TYPE_CHECKING:  # the columns contribute() adds, for the type checker only
-        cpu_util: float
-        mem_util: float
-        load1: float
-        in_flight: int | None
-        threads: int
 
     class Meta:
         verbose_name_plural = "node status"
@@ -298,21 +299,11 @@ class NodeStatus(models.Model):
 contribute(NodeStatus, NODE_METRICS, "sample")
 
 
-class ModuleStatus(models.Model):
+class ModuleStatus(ModuleMetricColumns, models.Model):
     module = models.OneToOneField(Module, on_delete=models.CASCADE, primary_key=True, related_name="status")
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="module_status")
     time = models.DateTimeField()
     last_seen = models.DateTimeField()
-    # util, temp_c, power_w, link widths, ECC and error counters: from metrics.MODULE_METRICS
-    if TYPE_CHECKING:  # the columns contribute() adds, for the type checker only
-        util: float | None
-        temp_c: float | None
-        power_w: float | None
-        link_width: int | None
-        link_width_expected: int | None
-        ecc_corrected: int | None
-        ecc_uncorrected: int | None
-        errors: int | None
 
     class Meta:
         verbose_name_plural = "module status"
