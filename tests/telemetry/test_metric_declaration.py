@@ -87,7 +87,7 @@ def _copy_project(dst: Path) -> None:
     for name in ("manage.py", "pyproject.toml"):
         shutil.copy2(ROOT / name, dst / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("controlplane", "apps", "templates", "static", "tests"):
+    for name in ("controlplane", "apps", "agent", "templates", "static", "tests"):  # the simulator imports the agent
         shutil.copytree(ROOT / name, dst / name, ignore=ignore)
 
 
