@@ -79,3 +79,19 @@ async def test_it_answers_ping(viewer_user: User) -> None:
     await comm.send_json_to({"type": "ping", "t": 42})
     assert await comm.receive_json_from(timeout=5) == {"type": "pong", "t": 42}
     await comm.disconnect()
+
+
+async def test_a_quiet_socket_stays_open_and_still_gets_events(viewer_user: User) -> None:
+    """A page whose groups say nothing for longer than the channel layer's blocking read (5 s)
+    keeps its socket: the wait for the next message must not end in a Redis read timeout."""
+    from channels.db import database_sync_to_async as sync_to_async
+
+    headers = await sync_to_async(_headers)(viewer_user)
+    comm = WebsocketCommunicator(application, "/ws/nodes/7/", headers=headers)
+    connected, _ = await comm.connect(timeout=5)
+    assert connected
+    assert await comm.receive_nothing(timeout=12, interval=0.5)  # two blocking reads of the layer go by
+    await sync_to_async(send_now)(node_group(7), "node.state", {"node": 7, "state": "cordoned"})
+    msg = await comm.receive_json_from(timeout=5)
+    assert msg["data"] == {"node": 7, "state": "cordoned"}
+    await comm.disconnect()
