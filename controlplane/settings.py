@@ -195,8 +195,12 @@ CHANNEL_LAYERS = {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # redis-py 8 caps a pool at 100 connections and raises beyond: a burst of websocket
         # connects (group_add each) needs more; Redis itself allows 10000 clients.
+        # redis-py 8 also reads with a 5 s socket timeout by default, the very time channels_redis
+        # blocks waiting for a consumer's next message (BZPOPMIN 5): on a quiet socket the read
+        # timed out as the server's empty answer was due and the consumer died. Reads wait 15 s.
         "CONFIG": {"hosts": [{"address": REDIS_URL,
-                              "max_connections": int(os.environ.get("CHANNEL_REDIS_MAX_CONNECTIONS", "1000"))}],
+                              "max_connections": int(os.environ.get("CHANNEL_REDIS_MAX_CONNECTIONS", "1000")),
+                              "socket_timeout": 15}],
                    "prefix": os.environ.get("CHANNEL_PREFIX", "cp")},
     }
 }
