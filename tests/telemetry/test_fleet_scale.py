@@ -174,10 +174,14 @@ def test_it_serves_64_agents_and_20_sockets_within_its_pools(live_stack: LiveSta
         frames = sum(sockets.frames) - frames_before
 
     live_stack.wait_stored()
-    for host, s in stats.items():
-        assert s["send_failures"] == 0, (host, s)  # no 5xx, no refused connection, no timeout
-    for agent in agents:  # nor on the command channel (a client-side timeout on a busy machine is not a 5xx)
-        assert "HTTP 5" not in agent.log() and "Server error" not in agent.log(), agent.name
+    logs = {a.name.removeprefix("agent-"): a.log() for a in agents}
+    for host, s in stats.items():  # no 5xx, no refused connection, no timeout; the agent's log says which
+        assert s["send_failures"] == 0, (host, s, logs[host][-2000:])
+    for host, log in logs.items():  # nor on the command channel (a client-side timeout on a busy machine is not a 5xx)
+        assert "HTTP 5" not in log and "Server error" not in log, host
+    assert live_stack.web_proc is not None
+    web_log = live_stack.web_proc.log()  # and no request or socket of the web process died in an exception
+    assert "Exception in ASGI application" not in web_log, web_log[-3000:]
     _assert_stored_once(stats)
     assert sum(s["samples_produced"] for s in stats.values()) >= 64 * 20
     assert frames >= 20 * 10, f"{frames} snapshots to 20 sockets in {time.time() - started:.0f} s"
