@@ -20,7 +20,7 @@ class Severity(models.TextChoices):
 
 
 SEVERITY_ORDER: dict[str, int] = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
-SEVERITY_COLOURS: dict[str, str] = {Severity.CRITICAL: "#c0392b", Severity.WARNING: "#d9a400", Severity.INFO: "#4a5bd0"}
+SEVERITY_COLOURS: dict[str, str] = {Severity.CRITICAL: "#c0392b", Severity.WARNING: "#8a6d00", Severity.INFO: "#4a5bd0"}
 
 
 class FindingState(models.TextChoices):

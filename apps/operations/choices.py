@@ -27,7 +27,7 @@ class DrainState(models.TextChoices):
 ACTIVE_DRAIN_STATES = (DrainState.CORDONED, DrainState.DRAINING, DrainState.DRAINED)
 
 DRAIN_STATE_COLOURS: dict[str, str] = {
-    DrainState.CORDONED: "#d9a400",
+    DrainState.CORDONED: "#8a6d00",
     DrainState.DRAINING: "#b35900",
     DrainState.DRAINED: "#b35c00",
     DrainState.RELEASED: "#5f6779",

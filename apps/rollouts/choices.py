@@ -20,14 +20,15 @@ ACTIVE_ROLLOUT_STATES = frozenset({RolloutState.PLANNED, RolloutState.CANARY, Ro
 FINAL_ROLLOUT_STATES = frozenset({RolloutState.COMPLETED, RolloutState.ABORTED, RolloutState.ROLLED_BACK,
                                   RolloutState.FAILED})
 
+# Badge backgrounds under white 12 px text: each at least 4.5:1 (WCAG AA; tests/common/test_badge_colours.py).
 ROLLOUT_STATE_COLOURS = {
-    RolloutState.PLANNED: "#8a94a6",
-    RolloutState.CANARY: "#5b6ee1",
-    RolloutState.WAVES: "#5b6ee1",
-    RolloutState.PAUSED: "#d9a400",
-    RolloutState.COMPLETED: "#2e9d5b",
-    RolloutState.ABORTED: "#8a94a6",
-    RolloutState.ROLLING_BACK: "#e07b00",
+    RolloutState.PLANNED: "#5f6779",
+    RolloutState.CANARY: "#4a5bd0",
+    RolloutState.WAVES: "#4a5bd0",
+    RolloutState.PAUSED: "#8a6d00",
+    RolloutState.COMPLETED: "#1f7a45",
+    RolloutState.ABORTED: "#444b57",
+    RolloutState.ROLLING_BACK: "#b35900",
     RolloutState.ROLLED_BACK: "#b35c00",
     RolloutState.FAILED: "#c0392b",
 }
@@ -59,17 +60,17 @@ IN_PROGRESS_STEPS = frozenset({Step.CORDONING, Step.DRAINING, Step.INSTALLING, S
 FINAL_STEPS = frozenset({Step.DONE, Step.ROLLED_BACK, Step.SKIPPED})
 
 STEP_COLOURS = {
-    Step.PENDING: "#8a94a6",
-    Step.CORDONING: "#d9a400",
-    Step.DRAINING: "#e07b00",
-    Step.INSTALLING: "#5b6ee1",
-    Step.VALIDATING: "#5b6ee1",
-    Step.UNCORDONING: "#d9a400",
-    Step.DONE: "#2e9d5b",
+    Step.PENDING: "#5f6779",
+    Step.CORDONING: "#8a6d00",
+    Step.DRAINING: "#b35900",
+    Step.INSTALLING: "#4a5bd0",
+    Step.VALIDATING: "#4a5bd0",
+    Step.UNCORDONING: "#8a6d00",
+    Step.DONE: "#1f7a45",
     Step.FAILED: "#c0392b",
-    Step.ROLLING_BACK: "#e07b00",
+    Step.ROLLING_BACK: "#b35900",
     Step.ROLLED_BACK: "#b35c00",
-    Step.SKIPPED: "#8a94a6",
+    Step.SKIPPED: "#444b57",
 }
 
 

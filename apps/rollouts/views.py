@@ -25,7 +25,7 @@ class RolloutListView(ViewerRequiredMixin, TemplateView):
         ctx = super().get_context_data(**kwargs)
         rollouts = list(selectors.rollout_list()[:50])
         for r in rollouts:
-            r.colour = ROLLOUT_STATE_COLOURS.get(RolloutState(r.state), "#8a94a6")  # type: ignore[attr-defined]
+            r.colour = ROLLOUT_STATE_COLOURS.get(RolloutState(r.state), "#5f6779")  # type: ignore[attr-defined]
             r.progress = selectors.progress(r)  # type: ignore[attr-defined]
         validated = (VersionCombination.objects.filter(state=CombinationState.VALIDATED)
                      .select_related("module_type", "driver", "framework"))
@@ -41,10 +41,10 @@ class RolloutDetailView(ViewerRequiredMixin, TemplateView):
         rollout = get_object_or_404(selectors.rollout_list(), pk=kwargs["pk"])
         nodes = list(selectors.rollout_nodes(rollout))
         for rn in nodes:
-            rn.colour = STEP_COLOURS.get(Step(rn.step), "#8a94a6")  # type: ignore[attr-defined]
+            rn.colour = STEP_COLOURS.get(Step(rn.step), "#5f6779")  # type: ignore[attr-defined]
         progress = selectors.progress(rollout)
         ctx.update(nav="rollouts", rollout=rollout, nodes=nodes, progress=progress, plotly_version=PLOTLY_VERSION,
-                   colour=ROLLOUT_STATE_COLOURS.get(RolloutState(rollout.state), "#8a94a6"),
+                   colour=ROLLOUT_STATE_COLOURS.get(RolloutState(rollout.state), "#5f6779"),
                    config={"api": f"/api/v1/rollouts/{rollout.pk}/", "id": rollout.pk, "ws": "/ws/fleet/",
                            "step_colours": dict(STEP_COLOURS), "state_colours": dict(ROLLOUT_STATE_COLOURS)})
         return ctx

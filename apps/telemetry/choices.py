@@ -33,13 +33,3 @@ class CommandState(models.TextChoices):
 FINAL_ACK_STATES = (CommandState.SUCCEEDED, CommandState.FAILED, CommandState.UNKNOWN)
 ACK_STATES = (CommandState.IN_PROGRESS, *FINAL_ACK_STATES)
 FINAL_COMMAND_STATES = frozenset({*FINAL_ACK_STATES, CommandState.EXPIRED})
-
-COMMAND_STATE_COLOURS = {
-    CommandState.PENDING: "#5f6779",
-    CommandState.DELIVERED: "#4a5bd0",
-    CommandState.IN_PROGRESS: "#2a6f91",
-    CommandState.SUCCEEDED: "#1f7a45",
-    CommandState.FAILED: "#c0392b",
-    CommandState.UNKNOWN: "#d9a400",
-    CommandState.EXPIRED: "#444b57",
-}

@@ -67,6 +67,6 @@ class Outcome(models.TextChoices):
 OUTCOME_COLOURS: dict[str, str] = {
     Outcome.PASS: "#1f7a45",
     Outcome.FAIL: "#c0392b",
-    Outcome.UNSUPPORTED: "#d9a400",
+    Outcome.UNSUPPORTED: "#8a6d00",
     Outcome.ERROR: "#8e1b10",
 }

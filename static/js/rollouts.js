@@ -19,7 +19,7 @@
 
   /* ---- the rollout page ---- */
   if (cfg.api) {
-    const stepColour = (s) => cfg.step_colours[s] || "#8a94a6";
+    const stepColour = (s) => cfg.step_colours[s] || "#5f6779";
     async function refresh() {
       let r, nodes;
       try {
@@ -28,7 +28,7 @@
       } catch (e) { return; }
       const state = $("rollout-state");
       state.textContent = r.state.replace("_", " ");
-      state.style.background = cfg.state_colours[r.state] || "#8a94a6";
+      state.style.background = cfg.state_colours[r.state] || "#5f6779";
       $("rollout-waiting").textContent = r.waiting_for || "—";
       $("rollout-message").textContent = r.message || "";
       $("rollout-message-row").hidden = !r.message;
