@@ -221,12 +221,16 @@ def _store_rows(cur: Any, rows: dict[str, list[Any]], seen: dict[str, dict[int, 
     cutoff = now - dt.timedelta(hours=raw_retention_hours())
     # Stage rows buffered before the per-node breakdown existed have no node and no errors.
     rows["stage"] = [r if len(r) == len(STAGE_COLS) else (*r, None, 0) for r in rows["stage"]]
+    # Each kind's distinct sample times: a node's modules share its samples' times, so the partitions
+    # and the minutes due are worked out from a fifth of the rows or fewer.
+    times: dict[str, set[dt.datetime]] = {}
     for kind, (table, cols, types) in KINDS.items():
         kept = [r for r in rows[kind] if r[0] >= cutoff]
         result.expired_rows += len(rows[kind]) - len(kept)
         rows[kind] = kept
         if kept:
-            result.partitions_made += _ensure_partitions(cur, table, kept)
+            times[kind] = {r[0] for r in kept}
+            result.partitions_made += _ensure_partitions(cur, table, times[kind])
             _copy(cur, table, cols, types, kept)
             result.rows += len(kept)
     _upsert_status(cur, "telemetry_nodestatus", "node_id", NODE_COLS, NODE_TYPES, _latest(rows["node"], 1),
@@ -235,7 +239,7 @@ def _store_rows(cur: Any, rows: dict[str, list[Any]], seen: dict[str, dict[int, 
                    _latest(rows["module"], 1), seen["module"], "inventory_module")
     _upsert_status(cur, "telemetry_tierstatus", "tier_id", TIER_COLS, TIER_TYPES, _latest(rows["tier"], 1),
                    seen["tier"], "inventory_tier")
-    _mark_due(cur, rows)
+    _mark_due(cur, times)
     return result
 
 
@@ -280,10 +284,12 @@ def telemetry_store_now(*, identity: AgentIdentity, parsed: ParsedBatch, now: dt
 _known_partitions: dict[str, set[dt.datetime]] = {}
 
 
-def _ensure_partitions(cur: Any, table: str, rows: list[Any]) -> int:
+def _ensure_partitions(cur: Any, table: str, times: set[dt.datetime]) -> int:
     hours = partitions.partition_hours()
-    needed = {partitions.partition_start(r[0], hours) for r in rows}
     known = _known_partitions.setdefault(table, set())
+    if known.issuperset(partitions.starts_between(min(times), max(times), hours)):
+        return 0  # every partition from the first sample's to the last's exists (the usual case)
+    needed = {partitions.partition_start(t, hours) for t in times}
     missing = needed - known
     if not missing:
         return 0
@@ -339,11 +345,12 @@ def _upsert_status(cur: Any, table: str, pk: str, cols: tuple[str, ...], types: 
     )
 
 
-def _mark_due(cur: Any, rows: dict[str, list[Any]]) -> None:
+def _mark_due(cur: Any, times: dict[str, set[dt.datetime]]) -> None:
+    """Note the minutes of each kind's samples as due for its rollup."""
     kinds: list[str] = []
     minutes: list[dt.datetime] = []
-    for kind, items in rows.items():
-        for minute in sorted({r[0].replace(second=0, microsecond=0) for r in items}):
+    for kind, distinct in times.items():
+        for minute in sorted({t.replace(second=0, microsecond=0) for t in distinct}):
             kinds.append(kind)
             minutes.append(minute)
     if kinds:

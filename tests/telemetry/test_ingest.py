@@ -300,3 +300,39 @@ def test_it_keeps_the_receipt_time_as_last_seen_when_stored_later(fleet: Fleet) 
     status = NodeStatus.objects.get(node=fleet.node_a)
     assert status.last_seen == received
     assert ModuleStatus.objects.get(module=fleet.mod_a[0]).last_seen == received
+
+
+def test_a_batch_spanning_hours_gets_the_partitions_of_its_samples_and_no_others(fleet: Fleet) -> None:
+    """The writer checks the partitions from a batch's first sample to its last at once, and works out
+    the exact ones only when one is missing: a sample in an hour not seen before lands in a partition
+    of its own, rollups are due for every minute sampled, and the empty hours between get nothing."""
+    from apps.telemetry import partitions
+    from apps.telemetry.models import RollupDue
+
+    table = "telemetry_nodesample"
+    early = timezone.now().replace(minute=10, second=0, microsecond=0) - dt.timedelta(hours=5)
+    late = early + dt.timedelta(hours=4)
+    hour = dt.timedelta(hours=1)
+    name = {t: partitions.partition_name(table, partitions.partition_start(t, 1)) for t in
+            (early, early + hour, early + 2 * hour, early + 3 * hour, late)}
+
+    def existing() -> set[str]:
+        with connection.cursor() as cur:
+            return {n for n, _lo, _hi in partitions.list_partitions(cur, table)}
+
+    between = {name[early + k * hour] for k in (1, 2, 3)}
+    assert not between & existing()
+    client = fleet.client(fleet.key_a)
+    r = client.post(URL, {"batch_id": "span-0001", "node_samples": [node_sample("n-a", early, ["A-0"])]},
+                    format="json")
+    assert r.status_code == 202, r.content
+    assert stored() == 1  # the early hour's partition is known now
+    body = {"batch_id": "span-0002", "node_samples": [node_sample("n-a", early + dt.timedelta(seconds=30), ["A-0"]),
+                                                     node_sample("n-a", late, ["A-0"])]}
+    assert client.post(URL, body, format="json").status_code == 202
+    assert stored() == 1
+    assert NodeSample.objects.filter(node=fleet.node_a).count() == 3
+    assert {name[early], name[late]} <= existing()
+    assert not between & existing()
+    due = set(RollupDue.objects.filter(kind="node").values_list("minute", flat=True))
+    assert {early, late} <= due
