@@ -37,10 +37,12 @@ def _start(rfleet: RolloutFleet, **kw: Any) -> Rollout:
 
 
 def _baked(rfleet: RolloutFleet, rollout: Rollout, *, upgraded: dict[str, tuple[float, int]],
-           control: tuple[float, int]) -> Rollout:
+           control: tuple[float, int], before: dict[str, tuple[float, int]] | None = None) -> Rollout:
     """Advance until the current wave has settled, write five minutes of per-node stage rollups over
     its bake window (upgraded nodes: {stage: (p95 ms, errors per 100 requests)}; control: the same for
-    every stage), and let the bake end."""
+    every stage), and let the bake end. The rollout started two hours ago (its baseline, the hour
+    before, apart from the bake); with ``before``, the five minutes before its start hold the upgraded
+    nodes' figures ``before`` (the control's the same as in the bake)."""
     for _ in range(100):
         rfleet.tick(rollout)
         rollout.refresh_from_db()
@@ -61,6 +63,16 @@ def _baked(rfleet: RolloutFleet, rollout: Rollout, *, upgraded: dict[str, tuple[
                 StageNodeRollup.objects.update_or_create(node=node, stage=stage, minute=minute, defaults={
                     "tier_id": node.tier_id, "count": 100, "errors": errors, "p50_ms": p95 / 2, "p95_ms": p95,
                     "p99_ms": p95 * 1.2, "max_ms": p95 * 1.5})
+    started = now - dt.timedelta(hours=2)
+    Rollout.objects.filter(pk=rollout.pk).update(started_at=started)
+    if before is not None:
+        for k in range(5):
+            minute = started - dt.timedelta(minutes=k)
+            for node in done + pending:
+                for stage, (p95, errors) in (before.items() if node in done else ((s, control) for s in before)):
+                    StageNodeRollup.objects.update_or_create(node=node, stage=stage, minute=minute, defaults={
+                        "tier_id": node.tier_id, "count": 100, "errors": errors, "p50_ms": p95 / 2,
+                        "p95_ms": p95, "p99_ms": p95 * 1.2, "max_ms": p95 * 1.5})
     # The bake time has passed (moved back rather than waited for).
     Rollout.objects.filter(pk=rollout.pk).update(
         wave_finished_at=timezone.now() - dt.timedelta(seconds=BAKE_S + 1))
@@ -136,3 +148,31 @@ def test_without_per_node_figures_the_gate_says_it_was_not_evaluated(rfleet: Rol
     assert rollout.current_wave == 1
     [gate] = _cohort_gates(rollout)
     assert gate["ok"] and gate["compared"] == [] and gate["detail"].startswith("not evaluated: no stage with 20+")
+
+
+def test_a_canary_as_slow_as_it_was_before_the_rollout_passes(rfleet: RolloutFleet) -> None:
+    """A node slower for another reason (a module at half width) is judged against its own past: 150 ms
+    before and after its upgrade, beside a control at 100 ms, is no regression."""
+    rollout = _start(rfleet)
+    rollout = _baked(rfleet, rollout, upgraded={"generation": (150.0, 1)}, control=(100.0, 1),
+                     before={"generation": (150.0, 1)})
+    rfleet.tick(rollout)
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.WAVES and rollout.current_wave == 1, rollout.message
+    [gate] = _cohort_gates(rollout)
+    [c] = gate["compared"]
+    assert gate["ok"] and c["ok"] and c["baseline"] == {"upgraded_p95_ms": 150, "control_p95_ms": 100}
+    assert c["expected_p95_ms"] == 150 and c["limit_p95_ms"] == 181  # 150 × 1.2 + 1 ms slack
+    assert rollout.started_at is not None and gate["baseline"]["until"] == rollout.started_at.isoformat()
+
+
+def test_a_canary_slower_than_before_fails_though_within_the_controls_tolerance(rfleet: RolloutFleet) -> None:
+    """60 ms before its upgrade, 100 ms after, while the control stayed at 100 ms: the upgrade made it
+    two thirds slower, which a comparison with the control alone (100 ≤ 121) would have let through."""
+    rollout = _start(rfleet)
+    rollout = _baked(rfleet, rollout, upgraded={"generation": (100.0, 1)}, control=(100.0, 1),
+                     before={"generation": (60.0, 1)})
+    rollout = rfleet.run_until(rollout, (RolloutState.ROLLED_BACK, RolloutState.COMPLETED, RolloutState.PAUSED))
+    assert rollout.state == RolloutState.ROLLED_BACK
+    assert "generation p95 100 ms > 73 ms" in rollout.message, rollout.message
+    assert "60 ms before the rollout" in rollout.message, rollout.message

@@ -112,7 +112,7 @@ def test_a_bad_canary_rolls_back_alone_then_a_clean_rollout_completes_within_the
     worker.kill()
     live_stack.worker()
     clean = _final(api, created.json()["id"], ("completed", "rolled_back", "failed", "paused"), timeout=1500)
-    assert clean["state"] == "completed", clean
+    assert clean["state"] == "completed", (clean["message"], clean["gates"])
     # One wave gate per wave (vectors, health, breaker); the cohort gate, after each wave's bake, passed
     # wherever it had figures to compare.
     wave_gates = [g for g in clean["gates"] if g.get("kind") != "cohort"]
