@@ -65,6 +65,9 @@ MAX_PASSES = 8
 COHORT_MIN_REQUESTS = 20
 COHORT_SLACK_MS = 1.0
 COHORT_SLACK_ERROR_RATE = 0.001
+# Each cohort's own figures over this long before the rollout started (whole minutes, the start's
+# included): its baseline, so that nodes slower for another reason are judged against their own past.
+COHORT_BASELINE_S = 3600
 
 
 # ---- small helpers ------------------------------------------------------------------------------
@@ -437,29 +440,44 @@ def _gates(r: Rollout, wave: list[RolloutNode], now: dt.datetime) -> dict[str, A
 def cohort_gate(r: Rollout, upgraded: list[RolloutNode], control: list[RolloutNode], since: dt.datetime,
                 now: dt.datetime) -> dict[str, Any]:
     """The upgraded nodes against the not-yet-upgraded ones over ``since``..``now`` (the bake window),
-    per stage from the per-node stage rollups: p95 latency and error rate each within
-    ``cohort_tolerance_pct`` of the control cohort's (plus a little absolute slack). A stage is
-    compared only when both cohorts served ``COHORT_MIN_REQUESTS`` in it; with nothing to compare
-    (no control left, no per-node data) the gate passes and says it was not evaluated."""
+    per stage from the per-node stage rollups. p95 latency: where both cohorts served
+    ``COHORT_MIN_REQUESTS`` in the stage over the hour before the rollout started (the baseline), the
+    upgraded cohort's own p95 then, moved as the control's moved since, is what it is expected to
+    show; without a baseline, the control's p95. The upgraded p95 must be within ``cohort_tolerance_pct``
+    of that (plus a little absolute slack), and the error rate within it of the control's. A stage is
+    compared only when both cohorts served ``COHORT_MIN_REQUESTS`` in it over the bake window; with
+    nothing to compare (no control left, no per-node data) the gate passes and says it was not
+    evaluated."""
     tol = r.cohort_tolerance_pct / 100
-    figures = telemetry_selectors.stage_cohorts(
-        cohorts={"upgraded": [rn.node_id for rn in upgraded], "control": [rn.node_id for rn in control]},
-        since=since, until=now)
+    cohorts = {"upgraded": [rn.node_id for rn in upgraded], "control": [rn.node_id for rn in control]}
+    figures = telemetry_selectors.stage_cohorts(cohorts=cohorts, since=since, until=now)
+    started = r.started_at or r.created_at
+    base_since = started - dt.timedelta(seconds=COHORT_BASELINE_S)
+    baseline = telemetry_selectors.stage_cohorts(cohorts=cohorts, since=base_since, until=started)
     compared: list[dict[str, Any]] = []
     for stage, up in figures["upgraded"].items():
         ctl = figures["control"].get(stage)
         if ctl is None or min(up["requests"], ctl["requests"]) < COHORT_MIN_REQUESTS:
             continue
-        p95_limit = round(ctl["p95_ms"] * (1 + tol) + COHORT_SLACK_MS, 2)
+        base_up, base_ctl = baseline["upgraded"].get(stage), baseline["control"].get(stage)
+        before = None
+        expected = ctl["p95_ms"]
+        if (base_up and base_ctl and min(base_up["requests"], base_ctl["requests"]) >= COHORT_MIN_REQUESTS
+                and base_ctl["p95_ms"] > 0):
+            before = {"upgraded_p95_ms": base_up["p95_ms"], "control_p95_ms": base_ctl["p95_ms"]}
+            expected = base_up["p95_ms"] * ctl["p95_ms"] / base_ctl["p95_ms"]
+        p95_limit = round(expected * (1 + tol) + COHORT_SLACK_MS, 2)
         err_limit = round(ctl["error_rate"] * (1 + tol) + COHORT_SLACK_ERROR_RATE, 6)
         why = []
         if up["p95_ms"] > p95_limit:
-            why.append(f"{stage} p95 {up['p95_ms']:g} ms > {p95_limit:g} ms (control {ctl['p95_ms']:g} ms "
-                       f"+ {r.cohort_tolerance_pct} %)")
+            against = (f"{base_up['p95_ms']:g} ms before the rollout; control {base_ctl['p95_ms']:g} → "
+                       f"{ctl['p95_ms']:g} ms" if before and base_up and base_ctl else f"control {ctl['p95_ms']:g} ms")
+            why.append(f"{stage} p95 {up['p95_ms']:g} ms > {p95_limit:g} ms ({against} + {r.cohort_tolerance_pct} %)")
         if up["error_rate"] > err_limit:
             why.append(f"{stage} error rate {up['error_rate']:.2%} > {err_limit:.2%} (control "
                        f"{ctl['error_rate']:.2%} + {r.cohort_tolerance_pct} %)")
         compared.append({"stage": stage, "upgraded_p95_ms": up["p95_ms"], "control_p95_ms": ctl["p95_ms"],
+                         "baseline": before, "expected_p95_ms": round(expected, 2),
                          "limit_p95_ms": p95_limit, "upgraded_error_rate": up["error_rate"],
                          "control_error_rate": ctl["error_rate"], "limit_error_rate": err_limit,
                          "upgraded_requests": up["requests"], "control_requests": ctl["requests"],
@@ -468,8 +486,11 @@ def cohort_gate(r: Rollout, upgraded: list[RolloutNode], control: list[RolloutNo
     if failed:
         detail = "upgraded cohort worse than control: " + "; ".join(failed)
     elif compared:
+        with_baseline = sum(1 for c in compared if c["baseline"])
         detail = (f"{len(compared)} stage(s) within {r.cohort_tolerance_pct} % of control: "
-                  + ", ".join(c["stage"] for c in compared))
+                  + ", ".join(c["stage"] for c in compared)
+                  + (f" ({with_baseline} against the cohorts' own figures before the rollout)"
+                     if with_baseline else ""))
     elif not control:
         detail = "not evaluated: no node left that is not upgraded (no control cohort)"
     elif not upgraded:
@@ -479,6 +500,8 @@ def cohort_gate(r: Rollout, upgraded: list[RolloutNode], control: list[RolloutNo
                   "stage rollups over the bake window")
     return {"kind": "cohort", "wave": r.current_wave, "at": now.isoformat(), "ok": not failed, "detail": detail,
             "window": {"since": since.isoformat(), "until": now.isoformat()},
+            "baseline": {"since": base_since.isoformat(), "until": started.isoformat(),
+                         "upgraded": baseline["upgraded"], "control": baseline["control"]},
             "tolerance_pct": r.cohort_tolerance_pct,
             "upgraded": {"nodes": len(upgraded), "hostnames": [rn.node.hostname for rn in upgraded[:20]],
                          "stages": figures["upgraded"]},

@@ -210,7 +210,8 @@ def preview(spec: Spec) -> dict[str, Any]:
             "bake": {"ok": True, "detail": f"{spec.bake_s} s after each wave"},
             "cohort": {"ok": True, "detail": (
                 f"after each wave's bake: the upgraded nodes' per-stage p95 latency and error rate within "
-                f"{spec.cohort_tolerance_pct} % of the nodes not upgraded yet (per-node stage rollups)")},
+                f"{spec.cohort_tolerance_pct} % of the nodes not upgraded yet (per-node stage rollups; the "
+                f"latency against each cohort's own figures of the hour before the rollout where it has them)")},
             "one_active_rollout": {"ok": active is None,
                                    "detail": f"rollout #{active.pk} is {active.state}" if active else "none active"},
         },

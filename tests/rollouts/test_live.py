@@ -123,6 +123,11 @@ def test_a_bad_canary_rolls_back_alone_then_a_clean_rollout_completes_within_the
     # The simulator's gateway sends the per-node breakdown: the gate compared the cohorts' model stages.
     assert any(c["stage"] in ("intent", "generation") for g in cohort_gates for c in g["compared"]), [
         (g["wave"], g["detail"], g["window"], g["upgraded"], g["control"]) for g in cohort_gates]
+    # Each cohort against its own figures before the rollout: the demo's nodes differ (modules past
+    # their board's lanes train at half width), and a wave holding a slower one once failed a clean
+    # rollout against a faster control.
+    assert any(c["baseline"] for g in cohort_gates for c in g["compared"]), [
+        (g["wave"], g["baseline"], g["compared"]) for g in cohort_gates]
     rows = list(RolloutNode.objects.filter(rollout_id=clean["id"]).select_related("node"))
     upgraded = [rn.node_id for rn in rows if rn.step == "done"]
     assert held.pk not in upgraded and len(upgraded) == len(in_scope) - 1 - sum(
