@@ -147,3 +147,50 @@ def test_it_is_not_stopped_by_a_node_deleted_while_its_batch_waits(transactional
     assert stored() == 3
     assert NodeSample.objects.count() == 7
     assert list(NodeStatus.objects.values_list("node__hostname", flat=True)) == ["n-b"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_writers_making_the_same_partition_at_once_both_go_through(transactional_db: Any) -> None:
+    """`CREATE TABLE IF NOT EXISTS` is not safe against a concurrent twin: the second waits for the
+    first's commit, then fails "already exists" (seen in CI when two writers stored the first batches
+    of an hour at once). Here the first holds its new partition uncommitted until the second is seen
+    waiting; the second then finds the partition made and goes on."""
+    import threading
+
+    import psycopg
+
+    from apps.telemetry import partitions
+    from apps.telemetry.appender import conninfo
+
+    table = "telemetry_nodesample"
+    start = partitions.partition_start(timezone.now() + dt.timedelta(days=40))  # nothing makes it ahead
+    name = partitions.partition_name(table, start)
+    errors: list[BaseException] = []
+    made: dict[str, list[str]] = {}
+
+    def second() -> None:
+        try:
+            with psycopg.connect(conninfo(), application_name="partition-twin",
+                                 cursor_factory=psycopg.ClientCursor) as conn, conn.cursor() as cur:
+                made["second"] = partitions.create(cur, table, [start])
+        except BaseException as exc:  # noqa: BLE001 - the test reports it
+            errors.append(exc)
+
+    with psycopg.connect(conninfo(), application_name="partition-first",
+                         cursor_factory=psycopg.ClientCursor) as first, first.cursor() as cur:
+        made["first"] = partitions.create(cur, table, [start])
+        twin = threading.Thread(target=second)
+        twin.start()
+        with psycopg.connect(conninfo(), autocommit=True) as watch:
+            live.wait_for(lambda: watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'partition-twin'"
+                " AND wait_event_type = 'Lock'").fetchone()[0] == 1,  # type: ignore[index]
+                timeout=30, what="the second creator waiting for the first")
+        first.commit()
+    twin.join(timeout=30)
+    with connection.cursor() as dcur:
+        names = [n for n, _lo, _hi in partitions.list_partitions(dcur, table)]
+        dcur.execute(f'DROP TABLE IF EXISTS "{name}"')
+    assert not twin.is_alive()
+    assert errors == []
+    assert made == {"first": [name], "second": []} and names.count(name) == 1
