@@ -53,9 +53,16 @@ def starts_between(lo: dt.datetime, hi: dt.datetime, hours: int | None = None) -
 
 
 def create(cursor: Any, table: str, starts: Iterable[dt.datetime], hours: int | None = None) -> list[str]:
-    """Create the partitions of ``table`` starting at ``starts`` (those missing); returns their names."""
+    """Create the partitions of ``table`` starting at ``starts`` (those missing); returns their names.
+
+    In the caller's transaction, one creator per table at a time: ``CREATE TABLE IF NOT EXISTS`` is
+    not safe against a concurrent twin (the second waits for the first's commit, then fails "already
+    exists"), so a transaction-scoped advisory lock on the table is taken first and held to the
+    caller's commit; the next creator then lists the partitions made and skips them. Every caller
+    (the writers, the partitions-ahead task) goes through the raw tables in the same order."""
     size = dt.timedelta(hours=hours or partition_hours())
     made = []
+    cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"partitions:{table}"])
     existing = {name for name, _lo, _hi in list_partitions(cursor, table)}
     for start in sorted(set(starts)):
         name = partition_name(table, start)
