@@ -2,15 +2,19 @@
  *   /      search the nodes (the search box of the page, or the node list's)
  *   g n    nodes · g f fleet · g o operations · g r racks · g v versions · g a audit
  *   d      drain the node in view: opens the usual confirmation (reason required)
- * Keys typed into a field, with a modifier, or while a dialog is open are left alone. After "g" the
- * next key decides (a page, or nothing): no time window, so a slow machine never loses the jump. */
+ * Keys typed into a field (not one of a dialog just closed), with a modifier, or while a dialog is
+ * open are left alone. After "g" the next key decides (a page, or nothing): no time window, so a
+ * slow machine never loses the jump. */
 (function () {
   "use strict";
   const GO = { n: "/nodes/", f: "/", o: "/operations/", r: "/racks/", v: "/combinations/", a: "/audit/" };
   let pendingG = false;
 
+  // A field of a closed dialog keeps the focus until the browser's next rendering update: keys
+  // pressed before it are not typing.
   function typing(el) {
-    return el && (el.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(el.tagName));
+    if (!el || (el.closest && el.closest("dialog:not([open])"))) return false;
+    return el.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(el.tagName);
   }
 
   function search() {
