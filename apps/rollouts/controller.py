@@ -461,17 +461,17 @@ def cohort_gate(r: Rollout, upgraded: list[RolloutNode], control: list[RolloutNo
             continue
         base_up, base_ctl = baseline["upgraded"].get(stage), baseline["control"].get(stage)
         before = None
-        expected = ctl["p95_ms"]
+        expected, against = ctl["p95_ms"], f"control {ctl['p95_ms']:g} ms"
         if (base_up and base_ctl and min(base_up["requests"], base_ctl["requests"]) >= COHORT_MIN_REQUESTS
                 and base_ctl["p95_ms"] > 0):
             before = {"upgraded_p95_ms": base_up["p95_ms"], "control_p95_ms": base_ctl["p95_ms"]}
             expected = base_up["p95_ms"] * ctl["p95_ms"] / base_ctl["p95_ms"]
+            against = (f"{base_up['p95_ms']:g} ms before the rollout; control {base_ctl['p95_ms']:g} → "
+                       f"{ctl['p95_ms']:g} ms")
         p95_limit = round(expected * (1 + tol) + COHORT_SLACK_MS, 2)
         err_limit = round(ctl["error_rate"] * (1 + tol) + COHORT_SLACK_ERROR_RATE, 6)
         why = []
         if up["p95_ms"] > p95_limit:
-            against = (f"{base_up['p95_ms']:g} ms before the rollout; control {base_ctl['p95_ms']:g} → "
-                       f"{ctl['p95_ms']:g} ms" if before and base_up and base_ctl else f"control {ctl['p95_ms']:g} ms")
             why.append(f"{stage} p95 {up['p95_ms']:g} ms > {p95_limit:g} ms ({against} + {r.cohort_tolerance_pct} %)")
         if up["error_rate"] > err_limit:
             why.append(f"{stage} error rate {up['error_rate']:.2%} > {err_limit:.2%} (control "

@@ -55,24 +55,22 @@ def _baked(rfleet: RolloutFleet, rollout: Rollout, *, upgraded: dict[str, tuple[
     done = [rn.node for rn in rows if rn.step == Step.DONE]
     pending = [rn.node for rn in rows if rn.step == Step.PENDING]
     assert done and pending
-    for k in range(5):
-        minute = now - dt.timedelta(minutes=k)
-        for node in done + pending:
-            for stage, (p95, errors) in (upgraded.items() if node in done else
-                                         ((s, control) for s in upgraded)):
-                StageNodeRollup.objects.update_or_create(node=node, stage=stage, minute=minute, defaults={
-                    "tier_id": node.tier_id, "count": 100, "errors": errors, "p50_ms": p95 / 2, "p95_ms": p95,
-                    "p99_ms": p95 * 1.2, "max_ms": p95 * 1.5})
-    started = now - dt.timedelta(hours=2)
-    Rollout.objects.filter(pk=rollout.pk).update(started_at=started)
-    if before is not None:
+
+    def write(last: dt.datetime, figures: dict[str, tuple[float, int]]) -> None:
+        """Five minutes up to ``last``: the upgraded nodes' ``figures``, the control's for the same stages."""
         for k in range(5):
-            minute = started - dt.timedelta(minutes=k)
+            minute = last - dt.timedelta(minutes=k)
             for node in done + pending:
-                for stage, (p95, errors) in (before.items() if node in done else ((s, control) for s in before)):
+                for stage, (p95, errors) in (figures.items() if node in done else ((s, control) for s in figures)):
                     StageNodeRollup.objects.update_or_create(node=node, stage=stage, minute=minute, defaults={
                         "tier_id": node.tier_id, "count": 100, "errors": errors, "p50_ms": p95 / 2,
                         "p95_ms": p95, "p99_ms": p95 * 1.2, "max_ms": p95 * 1.5})
+
+    write(now, upgraded)
+    started = now - dt.timedelta(hours=2)
+    Rollout.objects.filter(pk=rollout.pk).update(started_at=started)
+    if before is not None:
+        write(started, before)
     # The bake time has passed (moved back rather than waited for).
     Rollout.objects.filter(pk=rollout.pk).update(
         wave_finished_at=timezone.now() - dt.timedelta(seconds=BAKE_S + 1))
