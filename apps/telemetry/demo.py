@@ -5,6 +5,9 @@ in the file is kept while its token is valid."""
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from django.db import transaction
@@ -53,8 +56,14 @@ def seed_telemetry_demo() -> dict[str, Any]:
         nodes[node.hostname] = str(key)
     data = {"gateway": gateway, "nodes": nodes}
     VAR_DIR.mkdir(parents=True, exist_ok=True)
-    tmp = TOKENS_FILE.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    tmp.chmod(0o600)
-    tmp.replace(TOKENS_FILE)
+    # A temporary file of this process's own, renamed over the file: two seeds at once (two
+    # processes on one var dir) each write whole files, and the last rename wins.
+    fd, tmp_name = tempfile.mkstemp(dir=VAR_DIR, prefix=".agent-tokens-", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w") as f:  # mkstemp's file is 0600 already
+            f.write(json.dumps(data, indent=1, sort_keys=True))
+        tmp.replace(TOKENS_FILE)
+    finally:
+        tmp.unlink(missing_ok=True)
     return {"file": str(TOKENS_FILE), "nodes": len(nodes)}
