@@ -12,8 +12,10 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
+from apps.telemetry import services
 from apps.telemetry.models import NodeCommand
 from apps.telemetry.services import node_command_send
+from tests.live.stack import wait_for
 from tests.telemetry.conftest import Fleet
 
 POLL = "/api/v1/agent/commands/"
@@ -90,34 +92,51 @@ def test_it_keeps_the_agent_endpoints_for_node_agents(fleet: Fleet, admin_api: A
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_long_polls_until_a_command_arrives(transactional_db: Any) -> None:
+def test_it_long_polls_until_a_command_arrives(transactional_db: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    wait_s = 20
+    # Only the send's wake-up can answer the poll before its wait runs out: no periodic database recheck.
+    monkeypatch.setattr(services, "_DB_RECHECK_S", 3600.0)
+    claims: list[tuple[float, list[int]]] = []  # (when, what) each look into the database of the poll found
+    claim = services.node_command_claim
+
+    def watched_claim(**kwargs: Any) -> list[NodeCommand]:
+        found = claim(**kwargs)
+        claims.append((time.monotonic(), [c.pk for c in found]))
+        return found
+
+    monkeypatch.setattr(services, "node_command_claim", watched_claim)
     fleet = Fleet()
     got: list[Any] = []
 
     def poll() -> None:
         try:
-            started = time.monotonic()
-            r = fleet.client(fleet.key_a).get(POLL + "?wait=10")
+            started = time.monotonic()  # the poll's deadline is later than started + wait_s
+            r = fleet.client(fleet.key_a).get(POLL + f"?wait={wait_s}")
             got.append((r.status_code, r.json(), started, time.monotonic()))
         finally:
             connection.close()
 
     poller = threading.Thread(target=poll)
     poller.start()
-    time.sleep(1.0)  # let the poll begin waiting (asserted below: it began before the send)
+    # The poll looked, found nothing, and waits (it read the wake-up marker before it looked).
+    assert wait_for(lambda: claims, timeout=30, what="the poll to look for commands")[0][1] == []
     sent_at = time.monotonic()
     command = node_command_send(node=fleet.node_a, kind="diagnose", args={"what": "pcie"}, actor="test")
-    poller.join(15)
+    poller.join(wait_s + 30)
     [(status, body, started, answered)] = got
     assert status == 200
     assert [c["id"] for c in body] == [command.pk]
-    assert started < sent_at and answered - sent_at < 5, (started, sent_at, answered)  # woken by the send
+    # Woken by the send: it looked again once, after the send and before its wait ran out.
+    [(_, first), (looked_at, found)] = claims
+    assert first == [] and found == [command.pk]
+    assert started < sent_at < looked_at < started + wait_s, (started, sent_at, looked_at, answered)
 
 
 def test_it_returns_nothing_after_waiting(fleet: Fleet) -> None:
     started = time.monotonic()
     assert fleet.client(fleet.key_a).get(POLL + "?wait=1").json() == []
-    assert 0.9 < time.monotonic() - started < 3
+    took = time.monotonic() - started
+    assert 1.0 <= took < 30, took  # it waited its second; the upper bound only says it did not hang
 
 
 def test_it_tells_an_agent_its_own_node_and_modules(fleet: Fleet, viewer_api: Any) -> None:

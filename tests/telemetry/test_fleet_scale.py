@@ -164,14 +164,19 @@ def test_it_serves_64_agents_and_20_sockets_within_its_pools(live_stack: LiveSta
             agents.append(live_stack.agent(node, "--backend", "simulated", "--module", f"{node.hostname}-m0",
                                            "--log-level", "WARNING", interval=1.0))
             time.sleep(0.05)  # 64 interpreters starting at once would only measure the start
-        wait_for(lambda: _reporting([n.hostname for n in nodes]), timeout=180,
+        hosts = [n.hostname for n in nodes]
+        wait_for(lambda: _reporting(hosts), timeout=180,
                  what="every agent's samples to be stored")
-        started = time.time()
-        frames_before = sum(sockets.frames)
-        time.sleep(20)
-        wait_for(lambda: all(f > 0 for f in sockets.frames), timeout=20, what="every socket to get a snapshot")
+        started, since = time.time(), timezone.now()
+        frames_before = list(sockets.frames)
+        # Under load for a while, counted in work rather than seconds: every agent has 20 more samples
+        # stored and every socket 10 more snapshots (at 1 s each, about 20 s on an idle machine).
+        wait_for(lambda: _sustained(hosts, since, samples=20), timeout=240, interval=1.0,
+                 what="every agent to have 20 more samples stored")
+        wait_for(lambda: all(f - b >= 10 for f, b in zip(sockets.frames, frames_before, strict=True)), timeout=120,
+                 interval=1.0, what="every socket to get 10 more snapshots")
         stats = _stopped_stats(agents)
-        frames = sum(sockets.frames) - frames_before
+        frames = sum(sockets.frames) - sum(frames_before)
 
     live_stack.wait_stored()
     logs = {a.name.removeprefix("agent-"): a.log() for a in agents}
@@ -195,6 +200,14 @@ def _reporting(hosts: list[str]) -> bool:
     missing = sorted(set(hosts) - set(NodeSample.objects.filter(node__hostname__in=hosts)
                                       .values_list("node__hostname", flat=True).distinct()))
     assert not missing, f"no samples yet from {missing}"
+    return True
+
+
+def _sustained(hosts: list[str], since: dt.datetime, *, samples: int) -> bool:
+    counts = dict(NodeSample.objects.filter(node__hostname__in=hosts, time__gt=since).values("node__hostname")
+                  .annotate(n=Count("id")).values_list("node__hostname", "n"))
+    short = sorted(h for h in hosts if counts.get(h, 0) < samples)
+    assert not short, f"{len(short)} agent(s) with fewer than {samples} samples stored yet, e.g. {short[:5]}"
     return True
 
 

@@ -5,10 +5,12 @@ concurrent twin) is refused. Admins only; every rotation is audited."""
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.audit.models import AuditEvent
@@ -20,6 +22,10 @@ from tests.telemetry.conftest import Fleet, node_sample
 from tests.telemetry.test_ingest_asgi import AsgiClient
 
 _ids = itertools.count(1)
+# The old key's overlap where a test asserts it still works: long enough that a stalled machine still
+# posts within it; the test then waits it out (so not much longer: a quick test's budget is 30 s) and
+# checks the key was not refused before its end.
+OVERLAP_S = 6
 
 
 def _batch(fleet: Fleet) -> dict[str, Any]:
@@ -39,7 +45,7 @@ def test_both_keys_work_during_the_overlap_and_the_old_one_is_refused_after_it(
         fleet: Fleet, admin_api: APIClient) -> None:
     old = AgentToken.objects.get(node=fleet.node_a)
     assert _post(fleet, fleet.key_a) == 202
-    r = _rotate(admin_api, old, 2)
+    r = _rotate(admin_api, old, OVERLAP_S)
     assert r.status_code == 201, r.json()
     body = r.json()
     new_key = body["key"]
@@ -47,7 +53,10 @@ def test_both_keys_work_during_the_overlap_and_the_old_one_is_refused_after_it(
     assert body["replaces"]["expires_at"] is not None and body["replaces"]["rotated_to"] == body["token"]["id"]
     assert _post(fleet, new_key) == 202
     assert _post(fleet, fleet.key_a) == 202  # the overlap: the agent may not have its new key yet
-    wait_for(lambda: _post(fleet, fleet.key_a) == 401, timeout=10, what="the old key to be refused")
+    expires_at = dt.datetime.fromisoformat(body["replaces"]["expires_at"])
+    wait_for(lambda: _post(fleet, fleet.key_a) == 401, timeout=OVERLAP_S + 30, what="the old key to be refused",
+             interval=0.5)
+    assert timezone.now() >= expires_at  # refused after the overlap, not before its end
     r = fleet.client(fleet.key_a).post("/api/v1/telemetry/", _batch(fleet), format="json")
     assert "expired agent key" in r.json()["detail"]
     assert _post(fleet, new_key) == 202
@@ -56,14 +65,18 @@ def test_both_keys_work_during_the_overlap_and_the_old_one_is_refused_after_it(
 
 
 @pytest.mark.django_db
-def test_a_cached_identity_carries_its_expiry(fleet: Fleet) -> None:
+def test_a_cached_identity_carries_its_expiry(fleet: Fleet, settings: Any) -> None:
+    settings.TELEMETRY_KEY_CACHE_REFRESH_S = 3600  # no reload meanwhile: the cached identity must know
     identities.clear()
     token = AgentToken.objects.get(node=fleet.node_a)
-    agent_token_rotate(token=token, overlap_s=1, actor="test")
+    agent_token_rotate(token=token, overlap_s=OVERLAP_S, actor="test")
     cached = agent_identity(key=fleet.key_a)  # cached in this process, with its expiry
     assert cached is not None and cached.expires_at is not None
     assert identities.cached(fleet.key_a)[1] == cached
-    wait_for(lambda: agent_identity(key=fleet.key_a) is None, timeout=10, what="the cached key to expire")
+    wait_for(lambda: agent_identity(key=fleet.key_a) is None, timeout=OVERLAP_S + 30,
+             what="the cached key to expire", interval=0.5)
+    assert dt.datetime.now(dt.UTC) >= cached.expires_at  # refused after the overlap, not before its end
+    assert identities.cached(fleet.key_a)[1] is None  # and forgotten
 
 
 @pytest.mark.django_db(transaction=True)

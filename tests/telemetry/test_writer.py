@@ -13,10 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
+from django.db.models import Max, Min
 from django.utils import timezone
 
+from apps.telemetry import partitions
 from apps.telemetry.models import AgentToken, IngestBatch, ModuleSample, NodeSample
 from apps.telemetry.services import identity_of, telemetry_receive
 from tests.live import stack as live
@@ -46,11 +49,26 @@ def _writer(tmp_path: Path, name: str, batch: int) -> subprocess.Popen[bytes]:
         log.close()
 
 
-def _active_copy(name: str) -> bool:
+def _copy_waiting(name: str, writer: subprocess.Popen[bytes], log: Path) -> int:
+    """Rows the writer's COPY of node samples has taken so far, once it waits for a lock (else 0)."""
+    if writer.poll() is not None:  # not an assertion: wait_for would keep waiting
+        raise RuntimeError(f"the writer exited with {writer.returncode}:\n{log.read_text()}")
     with connection.cursor() as cur:
-        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND state = 'active'"
-                    " AND query LIKE 'COPY %%'", [name])
-        return bool(cur.fetchone()[0])
+        cur.execute("SELECT p.tuples_processed FROM pg_stat_activity a JOIN pg_stat_progress_copy p ON p.pid = a.pid"
+                    " WHERE a.application_name = %s AND a.wait_event_type = 'Lock'"
+                    " AND a.query LIKE 'COPY telemetry_nodesample %%'", [name])
+        row = cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+def _partitions_of(table: str) -> tuple[str, list[str]]:
+    """Make the partitions of ``table`` the buffered batches need (so a writer makes none and goes
+    straight to its COPY); returns the oldest one's name, and all their names."""
+    span = IngestBatch.objects.filter(stored_at__isnull=True).aggregate(oldest=Min("min_time"), newest=Max("max_time"))
+    starts = partitions.starts_between(span["oldest"], span["newest"])
+    with transaction.atomic(), connection.cursor() as cur:
+        partitions.create(cur, table, starts)
+    return partitions.partition_name(table, starts[0]), [partitions.partition_name(table, s) for s in starts]
 
 
 @pytest.mark.live
@@ -58,28 +76,31 @@ def _active_copy(name: str) -> bool:
 def test_it_loses_nothing_when_the_writer_is_killed_mid_copy(transactional_db: Any, tmp_path: Path) -> None:
     fleet = Fleet()
     total = _buffer(fleet, batches=300, samples=100)  # 30,000 node and 60,000 module rows, one pass
+    # The node samples go newest first, so the oldest hour's partition is the last the COPY reaches:
+    # with its lock held elsewhere, the COPY stops there, half-way, until the lock goes.
+    oldest, made = _partitions_of("telemetry_nodesample")
+    assert len(made) > 1, made  # rows for other partitions come first
     name = f"cp-writer-kill-{os.getpid()}"
-    writer = _writer(tmp_path, name, batch=300)
-    deadline = time.monotonic() + 60
-    try:
-        while not _active_copy(name):
-            assert writer.poll() is None, (tmp_path / f"{name}.log").read_text()
-            assert time.monotonic() < deadline, "the writer never started its COPY"
-            time.sleep(0.005)
-        os.killpg(writer.pid, signal.SIGKILL)
-        writer.wait(10)
-    finally:
-        if writer.poll() is None:
+    with psycopg.connect(live.test_database_url(), application_name=f"{name}-lock") as lock:
+        lock.execute(f'LOCK TABLE ONLY "{oldest}" IN SHARE MODE')
+        writer = _writer(tmp_path, name, batch=300)
+        try:
+            copied = live.wait_for(lambda: _copy_waiting(name, writer, tmp_path / f"{name}.log"), timeout=60,
+                                   what="the writer's COPY to wait for the oldest partition")
+            assert 0 < copied < total, copied  # the kill lands mid-COPY: some rows in, not all
             os.killpg(writer.pid, signal.SIGKILL)
+            writer.wait(10)
+        finally:
+            if writer.poll() is None:
+                os.killpg(writer.pid, signal.SIGKILL)
+            lock.rollback()  # its server process, still waiting, goes on and finds its client gone
     # Killed mid-COPY: its transaction is gone as a whole, every batch still waits in the buffer.
-    deadline = time.monotonic() + 30
-    while True:
+    def gone() -> bool:
         with connection.cursor() as cur:
             cur.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [name])
-            if cur.fetchone()[0] == 0:
-                break
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+            return bool(cur.fetchone()[0] == 0)
+
+    live.wait_for(gone, timeout=30, what="the killed writer's server process to end")
     assert NodeSample.objects.count() == 0
     assert IngestBatch.objects.filter(stored_at__isnull=True).count() == 300
 
