@@ -6,7 +6,11 @@ folder):
 
 * ``browser_page``: a fresh Playwright page (own context: no shared cookies) per test; a
   Content-Security-Policy violation logged by the browser fails the test;
-* ``login(page, live_server, username, password)``: log in through the login form;
+* ``login_by_cookie(page, server, user, next_url)``: log in without the login form (a session made
+  in the database, its cookie set in the page's context) and open ``next_url``: what every test
+  does unless the login form is its subject;
+* ``login(page, live_server, username, password)``: log in through the login form (the tests of
+  the form itself);
 * ``screenshot(page, name)``: save ``artifacts/<name>.png`` at the repository root;
 * ``dashboard_stack``: the demo fleet with telemetry rolled up, uvicorn and the broadcaster
   (a ``live_stack``; helpers in ``tests.browser.live_pages``);
@@ -96,6 +100,39 @@ def login(page: Any, live_server: Any, username: str, password: str, next_url: s
         page.click("button[type=submit]")
     if "/login/" in page.url:
         raise AssertionError(f"login as {username} failed: still on {page.url}")
+
+
+def login_by_cookie(page: Any, server: Any, user: Any, next_url: str = "/") -> None:
+    """Log ``user`` (a User or a username) in without the login form, then open ``next_url`` and wait
+    until it has loaded.
+
+    The session is made as ``django.contrib.auth.login()`` fills it (user id, backend, the password's
+    session hash) in the settings' session engine, the database: the test is transactional, so the row
+    is committed and both pytest-django's ``live_server`` and a live stack's uvicorn (``server.url``;
+    the same test database) read it. Its cookie goes into the page's browser context for the server's
+    host. The form login's side effects (``last_login``, django-axes' access log) are left out: no page
+    shows them. The pages set the CSRF cookie their scripts send (the top bar's log-out form)."""
+    from importlib import import_module
+
+    from django.conf import settings
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+
+    if isinstance(user, str):
+        user = get_user_model().objects.get(username=user)
+    base = server if isinstance(server, str) else server.url
+    session = import_module(settings.SESSION_ENGINE).SessionStore()
+    session[SESSION_KEY] = user._meta.pk.value_to_string(user)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.create()
+    page.context.add_cookies([{
+        "name": settings.SESSION_COOKIE_NAME, "value": session.session_key, "url": base,
+        "httpOnly": settings.SESSION_COOKIE_HTTPONLY, "secure": settings.SESSION_COOKIE_SECURE,
+        "sameSite": str(settings.SESSION_COOKIE_SAMESITE or "Lax").capitalize(),
+    }])
+    page.goto(f"{base}{next_url}")
+    if "/login/" in page.url:
+        raise AssertionError(f"the session cookie of {user.get_username()} was refused: on {page.url}")
 
 
 def screenshot(page: Any, name: str, *, full_page: bool = True) -> Path:

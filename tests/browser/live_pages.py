@@ -68,3 +68,11 @@ def wait_points(page: Any, name: str, at_least: int = 1) -> None:
 
 def wait_live(page: Any) -> None:
     page.wait_for_function("() => document.querySelector('#live-status').dataset.state === 'live'")
+
+
+def wait_snapshot(page: Any) -> None:
+    """Wait until the page holds a fleet snapshot (the resync's after the socket opened, or a broadcast
+    one): from then on a node's state that differs in a later snapshot shows in the page. Pages with no
+    snapshot in their HTML (the node list, the audit log) learn the states only then: a change made
+    before it counts as the state they started with."""
+    page.wait_for_function("() => !!window.__snapshot")

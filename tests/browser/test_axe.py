@@ -10,7 +10,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 
 from apps.inventory.models import Node
-from tests.browser.conftest import login
+from tests.browser.conftest import login_by_cookie
 from tests.security.test_headers import page_routes, url_of
 
 pytestmark = pytest.mark.browser
@@ -37,7 +37,7 @@ def test_no_page_has_a_serious_or_critical_axe_violation(browser_page: Any, live
     page.goto(f"{live_server.url}/login/")
     found += blocking(axe, page, "/login/")
 
-    login(page, live_server, "axe-operator", PASSWORD, next_url="/")
+    login_by_cookie(page, live_server, "axe-operator", next_url="/")
     urls = sorted({url_of(route) for route, _ in page_routes()} - {"/login/", "/logout/"})
     assert "/" in urls and "/nodes/" in urls and len(urls) >= 15, urls
     for url in urls:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from apps.accounts.services import user_ensure
-from tests.browser.conftest import login, screenshot
+from tests.browser.conftest import login_by_cookie, screenshot
 from tests.browser.live_pages import VIEWER, wait_live
 from tests.live import stack
 from tests.live.stack import LiveStack
@@ -24,10 +24,9 @@ def test_a_failing_broadcaster_shows_in_its_log_and_the_badge(browser_page: Any,
     broken = live_stack.broadcaster(interval=0.5, env={
         "DATABASE_URL": stack.test_database_url().replace("/test_", "/no_such_database_test_", 1)})
     page = browser_page
-    login(page, live_stack, *VIEWER, next_url="/")
+    login_by_cookie(page, live_stack, VIEWER[0], next_url="/")
     broken.wait_log("broadcast tick failed", timeout=60)
-    page.wait_for_function("() => document.querySelector('#live-status').dataset.state === 'degraded'",
-                           timeout=30000)
+    page.wait_for_function("() => document.querySelector('#live-status').dataset.state === 'degraded'")
     text = page.inner_text("#live-status")
     assert "updates failing" in text and "in a row" in text, text
     assert "OperationalError" in (page.get_attribute("#live-status", "title") or "")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from apps.inventory.models import Node
-from tests.browser.conftest import login
+from tests.browser.conftest import login_by_cookie
 from tests.browser.live_pages import OPERATOR, points, wait_live
 from tests.live.stack import LiveStack
 
@@ -22,6 +22,10 @@ window.__csp = [];
 document.addEventListener('securitypolicyviolation', e => window.__csp.push(
     `${e.effectiveDirective} blocked ${e.blockedURI || 'inline'} at ${e.sourceFile}:${e.lineNumber}`));
 """
+
+# The longest live trace of the queue chart (one point more per snapshot the page draws).
+LIVE_TAIL = """() => Math.max(0, ...document.querySelector('#chart-queue').data
+                                 .filter(t => t.meta && t.meta.role === 'live').map(t => (t.x || []).length))"""
 
 
 def violations(page: Any) -> list[str]:
@@ -38,11 +42,13 @@ def test_the_pages_run_under_the_policy_with_no_violation(browser_page: Any,
     page.on("response", lambda r: policies.append(r.headers.get("content-security-policy", ""))
             if r.request.resource_type == "document" else None)
 
-    login(page, dashboard_stack, *OPERATOR, next_url="/")
+    login_by_cookie(page, dashboard_stack, OPERATOR[0], next_url="/")
     wait_live(page)  # the websocket is connected: connect-src lets it through
     for name in ["queue", "util", "latency", "breakdown"]:
         assert points(page, name) > 0, f"chart {name} has no data"
-    page.wait_for_timeout(1500)  # a few live updates redraw the charts
+    # a few live updates redraw the charts: the queue chart's live tail grows by three snapshots
+    tail = page.evaluate(LIVE_TAIL)
+    page.wait_for_function(f"n => ({LIVE_TAIL})() >= n + 3", arg=tail)
     seen = {"/": violations(page)}
 
     page.goto(f"{dashboard_stack.url}/racks/")
@@ -59,8 +65,9 @@ def test_the_pages_run_under_the_policy_with_no_violation(browser_page: Any,
     seen["/nodes/<id>/"] = violations(page)
 
     page.goto(f"{dashboard_stack.url}/planner/")
-    page.wait_for_function("() => document.querySelector('.js-plotly-plot') !== null")
-    page.wait_for_timeout(500)
+    # the planner's first results in and its chart drawn (Plotly.react, then the chart's users noted)
+    page.wait_for_function("() => { const g = document.getElementById('planner-chart');"
+                           " return !!(g && g._fullLayout && g.dataset.users); }")
     seen["/planner/"] = violations(page)
 
     assert seen == {"/": [], "/racks/": [], "/nodes/<id>/": [], "/planner/": []}

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from apps.inventory.models import Node
-from tests.browser.conftest import login, screenshot
+from tests.browser.conftest import login_by_cookie, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -27,7 +27,7 @@ def test_a_drain_dialog_shows_no_active_nodes_input_and_a_scale_dialog_does(
         browser_page: Any, live_server: Any, operator: tuple[str, str]) -> None:
     page = browser_page
     node = Node.objects.get(hostname="n-r1-07")
-    login(page, live_server, *operator, next_url=f"/nodes/{node.pk}/")
+    login_by_cookie(page, live_server, operator[0], next_url=f"/nodes/{node.pk}/")
     page.click("#node-actions button[data-action=drain]")
     page.locator("#action-reason").wait_for()
     assert page.locator("#action-desired-row").get_attribute("hidden") is not None
@@ -60,7 +60,7 @@ def test_action_buttons_meet_wcag_aa_contrast(browser_page: Any, live_server: An
                                              operator: tuple[str, str]) -> None:
     page = browser_page
     node = Node.objects.get(hostname="n-r1-07")
-    login(page, live_server, *operator, next_url=f"/nodes/{node.pk}/")
+    login_by_cookie(page, live_server, operator[0], next_url=f"/nodes/{node.pk}/")
     buttons = page.evaluate(CONTRAST)
     assert {"Drain", "Quarantine"} <= {name for name, _ in buttons}
     low = [(name, ratio) for name, ratio in buttons if ratio < 4.5]
@@ -74,7 +74,7 @@ def test_an_operator_edits_an_autoscaler_policy_and_turns_dry_run_off(browser_pa
     page = browser_page
     policy = AutoscalerPolicy.objects.get(tier__kind="hybrid_inference")
     assert policy.enabled and policy.dry_run
-    login(page, live_server, *operator, next_url="/")
+    login_by_cookie(page, live_server, operator[0], next_url="/")
     button = page.locator("section.tier[data-tier=hybrid_inference] button.act[data-action=autoscaler]")
     assert button.inner_text().strip() == "Autoscaler: on (dry run)"
     button.click()
@@ -106,7 +106,7 @@ def test_an_admin_pins_a_validated_combination_from_the_versions_page(browser_pa
     validated = VersionCombination.objects.get(state="validated")
     pinned = VersionCombination.objects.get(state="pinned", module_type=validated.module_type)
     page = browser_page
-    login(page, live_server, "dialog-admin", "dialog-admin-pw-1", next_url="/combinations/")
+    login_by_cookie(page, live_server, "dialog-admin", next_url="/combinations/")
     page.evaluate("window.__noReload = 1")
     row = page.locator(f'tr[data-combination="{validated.pk}"]')
     row.locator("button.act[data-action=pin]").click()
@@ -128,7 +128,7 @@ def test_an_operator_cordons_three_nodes_with_one_confirmation_naming_each(brows
     picked = ["n-r2-05", "n-r2-06", "n-r2-07"]
     nodes = {n.hostname: n for n in Node.objects.filter(hostname__in=picked)}
     assert all(n.state == "active" for n in nodes.values())
-    login(page, live_server, *operator, next_url="/nodes/")
+    login_by_cookie(page, live_server, operator[0], next_url="/nodes/")
     page.evaluate("window.__noReload = 1")
     assert page.locator("#bulk-cordon").is_disabled()
     for hostname in picked:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from apps.inventory.models import Node
-from tests.browser.conftest import login
+from tests.browser.conftest import login_by_cookie
 
 pytestmark = pytest.mark.browser
 
@@ -19,10 +19,13 @@ def test_keyboard_shortcuts_reach_the_common_actions(browser_page: Any, live_ser
 
     user_ensure(username="keys-operator", password="keys-operator-pw-1", role="operator")
     page = browser_page
-    login(page, live_server, "keys-operator", "keys-operator-pw-1", next_url="/")
+    page.clock.install()  # the pages' Date and timers run on a clock the test moves on (time flows as usual)
+    login_by_cookie(page, live_server, "keys-operator", next_url="/")
     with page.expect_navigation():
         page.keyboard.press("g")
-        page.wait_for_timeout(1600)  # a slow hand (or a loaded machine) between the two keys still jumps
+        # a slow hand (or a loaded machine) between the two keys still jumps: a minute passes for the
+        # page's clock (any window kept by Date or a timer would close) at no wall-clock cost
+        page.clock.fast_forward(60_000)
         page.keyboard.press("n")
     assert page.url.endswith("/nodes/")
     page.keyboard.press("/")
@@ -60,7 +63,7 @@ def test_a_shortcut_right_after_a_dialog_closes_is_not_taken_for_typing(browser_
     user_ensure(username="keys-operator", password="keys-operator-pw-1", role="operator")
     page = browser_page
     node = Node.objects.get(hostname="n-r1-07")
-    login(page, live_server, "keys-operator", "keys-operator-pw-1", next_url=f"/nodes/{node.pk}/")
+    login_by_cookie(page, live_server, "keys-operator", next_url=f"/nodes/{node.pk}/")
     page.keyboard.press("d")
     page.wait_for_function("() => document.querySelector('#action-dialog').open")
     with page.expect_navigation():

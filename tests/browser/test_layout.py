@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import BROWSER_PASSWORD, BROWSER_USER, login, screenshot
+from tests.browser.conftest import BROWSER_USER, login_by_cookie, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -21,7 +21,7 @@ def test_the_tier_cards_hold_their_figures(browser_page: Any, live_server: Any, 
                                            width: int, height: int) -> None:
     page = browser_page
     page.set_viewport_size({"width": width, "height": height})
-    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url="/")
+    login_by_cookie(page, live_server, BROWSER_USER, next_url="/")
     assert page.locator("section.tier .stat").count() > 10
     screenshot(page, f"fleet-{width}")
     assert page.evaluate(SPILLS) == []
@@ -41,7 +41,7 @@ def test_no_page_scrolls_sideways(browser_page: Any, live_server: Any, demo_flee
     external = Tier.objects.get(kind="external_large_model")
     page = browser_page
     page.set_viewport_size({"width": width, "height": height})
-    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url="/")
+    login_by_cookie(page, live_server, BROWSER_USER, next_url="/")
     wide = {}
     for path in PAGES:
         path = path.format(node=node.pk, tier=node.tier_id, external=external.pk)

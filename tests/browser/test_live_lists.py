@@ -11,8 +11,8 @@ from django.contrib.auth.models import User
 
 from apps.inventory.models import Node
 from apps.operations.lifecycle import node_cordon, node_uncordon
-from tests.browser.conftest import login, screenshot
-from tests.browser.live_pages import OPERATOR, wait_live
+from tests.browser.conftest import login_by_cookie, screenshot
+from tests.browser.live_pages import OPERATOR, wait_live, wait_snapshot
 from tests.live.stack import LiveStack
 
 pytestmark = [pytest.mark.browser, pytest.mark.live]
@@ -40,8 +40,11 @@ def test_the_node_list_and_the_audit_log_follow_the_fleet_pause_and_catch_up(bro
     state_cell = f"[data-node-state='{node.pk}']"
 
     # The node list: a cordon made elsewhere shows in its row (the broadcaster's next tick).
-    login(page, dashboard_stack, *OPERATOR, next_url="/nodes/?q=n-r2-0")
+    login_by_cookie(page, dashboard_stack, OPERATOR[0], next_url="/nodes/?q=n-r2-0")
     wait_live(page)
+    # The page must know the states before the cordon: only the broadcaster's snapshots bring it (the
+    # cordon's own event is not sent from this thread, where Playwright's event loop runs).
+    wait_snapshot(page)
     page.evaluate("window.__noReload = 1")
     assert "Active" in page.inner_text(state_cell)
     node_cordon(node=node, reason="cabling check (elsewhere)", actor=actor)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from apps.inventory.models import Node
-from tests.browser.conftest import login, screenshot
+from tests.browser.conftest import login_by_cookie, screenshot
 from tests.browser.live_pages import OPERATOR, wait_live
 from tests.live.stack import LiveStack
 
@@ -34,7 +34,7 @@ HOLD_NEXT_REFRESH = """url => { const orig = Live.fetchJSON; window.__held = fal
 def _open_node(page: Any, stack: LiveStack, hostname: str) -> Node:
     node = Node.objects.get(hostname=hostname)
     page.add_init_script(NO_POLLING)
-    login(page, stack, *OPERATOR, next_url=f"/nodes/{node.pk}/")
+    login_by_cookie(page, stack, OPERATOR[0], next_url=f"/nodes/{node.pk}/")
     wait_live(page)
     page.evaluate("window.__noReload = 1")
     return node
@@ -56,12 +56,13 @@ def test_a_drain_during_a_refresh_in_flight_still_shows_its_hold(browser_page: A
     page.wait_for_function("() => document.querySelector('#drain-waiting').innerText.includes('waiting for')")
     # no event after these: the broadcaster stops (a quiet moment; the socket stays open)
     next(p for p in dashboard_stack.procs if p.name.startswith("broadcaster")).stop()
-    page.evaluate("window.__release()")
-    # the stale answer lands ("none"); the refresh the drain's events asked for must follow it
-    page.wait_for_function("() => document.querySelector('#node-hold').innerText.includes('swap a PSU')",
-                           timeout=3_000)
-    page.wait_for_function("() => document.querySelector('#drain-waiting').innerText.includes('waiting for')",
-                           timeout=3_000)
+    page.evaluate("window.__socket = Live.state.socket; window.__release()")
+    # the stale answer lands ("none"); the refresh the drain's events asked for must follow it. Nothing
+    # else refreshes the page now (no polling, no broadcaster, the same socket: no resync), so however
+    # long a loaded machine takes, the hold can only come from that refresh.
+    page.wait_for_function("() => document.querySelector('#node-hold').innerText.includes('swap a PSU')")
+    page.wait_for_function("() => document.querySelector('#drain-waiting').innerText.includes('waiting for')")
+    assert page.evaluate("Live.state.socket === window.__socket"), "the socket reopened: a resync could have refreshed"
     assert page.evaluate("window.__noReload") == 1
     screenshot(page, "node-drain-during-refresh")
 

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from apps.inventory.models import Node
-from tests.browser.conftest import login, screenshot
+from tests.browser.conftest import login_by_cookie, screenshot
 from tests.browser.live_pages import OPERATOR, wait_live
 from tests.live.stack import LiveStack
 
@@ -21,7 +21,7 @@ def test_operations_follow_a_cordon_live_and_an_operator_releases_it_there(brows
     from apps.operations.lifecycle import node_cordon
 
     page = browser_page
-    login(page, dashboard_stack, *OPERATOR, next_url="/operations/")
+    login_by_cookie(page, dashboard_stack, OPERATOR[0], next_url="/operations/")
     wait_live(page)
     page.evaluate("window.__noReload = 1")
     assert "No node is cordoned or draining" in page.inner_text("#ops-live")

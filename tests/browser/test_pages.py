@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from apps.inventory.models import Node
-from tests.browser.conftest import BROWSER_PASSWORD, BROWSER_USER, login, screenshot
+from tests.browser.conftest import BROWSER_PASSWORD, BROWSER_USER, login, login_by_cookie, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -21,7 +21,7 @@ def test_it_logs_in_through_the_form_and_shows_the_fleet(browser_page: Any, live
     assert page.eval_on_selector(".topbar", "e => getComputedStyle(e).backgroundColor") == "rgb(28, 34, 48)"
     screenshot(page, "login", full_page=False)
 
-    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url="/")
+    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url="/")  # the form is what this test is about
     assert page.url == f"{live_server.url}/"
     tiers = page.locator("section.tier")
     assert tiers.count() == 3
@@ -35,7 +35,7 @@ def test_it_logs_in_through_the_form_and_shows_the_fleet(browser_page: Any, live
 
 def test_it_filters_the_inventory(browser_page: Any, live_server: Any, demo_fleet: dict[str, Any]) -> None:
     page = browser_page
-    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url="/nodes/")
+    login_by_cookie(page, live_server, BROWSER_USER, next_url="/nodes/")
     assert page.locator("#node-table tbody tr").count() == 50
     assert "page 1 of 2" in page.inner_text(".pagination")
     screenshot(page, "nodes")
@@ -55,7 +55,7 @@ def test_it_filters_the_inventory(browser_page: Any, live_server: Any, demo_flee
 def test_it_opens_a_node_with_a_warning_and_its_modules(browser_page: Any, live_server: Any,
                                                         demo_fleet: dict[str, Any]) -> None:
     page = browser_page
-    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url="/")
+    login_by_cookie(page, live_server, BROWSER_USER, next_url="/")
     with page.expect_navigation():
         page.click("#warned-nodes >> text=n-r1-08")
     node = Node.objects.get(hostname="n-r1-08")
@@ -75,7 +75,7 @@ def test_it_opens_a_node_with_a_warning_and_its_modules(browser_page: Any, live_
 
 def test_it_shows_combinations_and_drift(browser_page: Any, live_server: Any, demo_fleet: dict[str, Any]) -> None:
     page = browser_page
-    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url="/combinations/")
+    login_by_cookie(page, live_server, BROWSER_USER, next_url="/combinations/")
     axon = page.locator("section.combo-type", has_text="Axon AX-40")
     assert "driver 2.3.1 + axon-runtime 1.18.0" in axon.locator(".section-head").inner_text()
     assert axon.locator("tr.row-pinned").count() == 1
@@ -93,7 +93,7 @@ def test_it_shows_combinations_and_drift(browser_page: Any, live_server: Any, de
 
 def test_it_filters_the_audit_log(browser_page: Any, live_server: Any, demo_fleet: dict[str, Any]) -> None:
     page = browser_page
-    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url="/audit/")
+    login_by_cookie(page, live_server, BROWSER_USER, next_url="/audit/")
     assert page.locator("#audit-table > tbody > tr").count() == 50
     page.select_option("#audit-filters select[name=action]", "versioncombination.pinned")
     with page.expect_navigation():
@@ -110,7 +110,7 @@ def test_it_fits_every_page_in_a_narrow_window(browser_page: Any, live_server: A
                                                demo_fleet: dict[str, Any]) -> None:
     page = browser_page
     page.set_viewport_size({"width": 1024, "height": 768})
-    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url="/")
+    login_by_cookie(page, live_server, BROWSER_USER, next_url="/")
     node = Node.objects.get(hostname="n-r1-08")
     for name, url in [("fleet", "/"), ("nodes", "/nodes/"), ("node", f"/nodes/{node.pk}/"),
                       ("combinations", "/combinations/"), ("drift", "/drift/"), ("audit", "/audit/")]:

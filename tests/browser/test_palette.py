@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from apps.inventory.models import Node
-from tests.browser.conftest import login, screenshot
+from tests.browser.conftest import login_by_cookie, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -41,7 +41,7 @@ def test_the_palette_finds_pages_nodes_and_the_actions_of_the_page(browser_page:
     user_ensure(username="palette-operator", password="palette-operator-pw-1", role="operator")
     page = browser_page
     node = Node.objects.get(hostname="n-r1-07")
-    login(page, live_server, "palette-operator", "palette-operator-pw-1", next_url=f"/nodes/{node.pk}/")
+    login_by_cookie(page, live_server, "palette-operator", next_url=f"/nodes/{node.pk}/")
     assert "Ctrl-K" in (page.get_attribute(".keys-hint", "title") or "")
 
     # Ctrl-K opens it, the focus in its combobox; the page's actions come first.

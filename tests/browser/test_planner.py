@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import BROWSER_PASSWORD, BROWSER_USER, login, screenshot
+from tests.browser.conftest import BROWSER_USER, login_by_cookie, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -24,7 +24,7 @@ def _wait_out(page: Any, card: str, key: str, text: str) -> None:
 
 def test_it_sizes_the_array_as_you_type(browser_page: Any, live_server: Any, demo_fleet: dict[str, Any]) -> None:
     page = browser_page
-    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url="/planner/")
+    login_by_cookie(page, live_server, BROWSER_USER, next_url="/planner/")
     assert page.url == f"{live_server.url}/planner/"
 
     # The page opens with DOMAIN.md's worked example.
@@ -84,7 +84,7 @@ def test_it_sizes_the_array_as_you_type(browser_page: Any, live_server: Any, dem
 def test_it_shows_errors_next_to_the_fields(browser_page: Any, live_server: Any,
                                             demo_fleet: dict[str, Any]) -> None:
     page = browser_page
-    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url="/planner/")
+    login_by_cookie(page, live_server, BROWSER_USER, next_url="/planner/")
     _wait_out(page, "#array-card", "modules_needed", "10")
     page.fill("#array-form input[name=request_interval_s]", "0")
     page.fill("#array-form input[name=usable_fraction]", "3")
@@ -111,7 +111,7 @@ def test_it_plans_the_observed_busy_hour_without_a_release(browser_page: Any, li
 
     play_demo_hour(15.0)
     page = browser_page
-    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url="/planner/")
+    login_by_cookie(page, live_server, BROWSER_USER, next_url="/planner/")
     page.click("#what-if-observed")
     page.wait_for_selector("#what-if-results tr[data-tier=access_logic]")
     for kind in ("access_logic", "hybrid_inference"):

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from apps.inventory.models import Module, Node
 from apps.telemetry.services import agent_token_issue, telemetry_ingest
-from tests.browser.conftest import BROWSER_PASSWORD, BROWSER_USER, login, screenshot
+from tests.browser.conftest import BROWSER_USER, login_by_cookie, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -32,7 +32,7 @@ def test_it_shows_unknown_in_flight_and_missing_module_figures(browser_page: Any
     }]})
 
     page = browser_page
-    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url=f"/nodes/{node.pk}/")
+    login_by_cookie(page, live_server, BROWSER_USER, next_url=f"/nodes/{node.pk}/")
     latest = page.inner_text("#node-latest")
     assert "unknown in flight" in latest and "None" not in latest
     first = page.locator(f'#module-telemetry tr[data-module="{modules[0].pk}"]')

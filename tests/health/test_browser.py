@@ -13,7 +13,7 @@ from django.utils import timezone
 from apps.accounts.services import user_ensure
 from apps.health.choices import FindingState
 from apps.health.models import Finding
-from tests.browser.conftest import login, screenshot
+from tests.browser.conftest import login_by_cookie, screenshot
 from tests.health.conftest import HealthFleet, sweeps
 from tests.health.test_endpoint_checks import BAD, Gateway
 
@@ -32,7 +32,7 @@ def test_it_lists_findings_with_advice_and_acknowledges_from_the_page(
     sweeps(3)
     f = Finding.objects.get(check_name="link_width")
     page = browser_page
-    login(page, live_server, OPERATOR, PASSWORD, next_url="/health/")
+    login_by_cookie(page, live_server, OPERATOR, next_url="/health/")
     card = page.locator(f"[data-finding='{f.pk}']")
     assert "PCIe link trained at x1, expected x4" in card.inner_text()
     assert "lane budget is exceeded" in card.locator(".cause").first.inner_text()
@@ -61,7 +61,7 @@ def test_an_endpoints_finding_names_the_endpoint_and_links_its_tier(
     sweeps(3)
     f = Finding.objects.get(check_name="endpoint_quota")
     page = browser_page
-    login(page, live_server, OPERATOR, PASSWORD, next_url="/health/")
+    login_by_cookie(page, live_server, OPERATOR, next_url="/health/")
     card = page.locator(f"[data-finding='{f.pk}']")
     assert "Endpoint quota headroom on endpoint gpu-70b" in card.locator("h3").inner_text()
     assert card.locator("h3 a").get_attribute("href") == f"/tiers/{gateway.tier.pk}/#tier-endpoints"

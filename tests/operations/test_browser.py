@@ -11,7 +11,7 @@ from apps.accounts.services import user_ensure
 from apps.audit.models import AuditEvent
 from apps.inventory.models import Node
 from apps.operations.models import Drain
-from tests.browser.conftest import login, screenshot
+from tests.browser.conftest import login_by_cookie, screenshot
 
 pytestmark = [pytest.mark.browser]
 
@@ -23,7 +23,7 @@ def test_it_drains_a_node_from_its_page_and_shows_what_it_waits_for(  # type: ig
     user_ensure(username=OPERATOR, password=PASSWORD, role="operator")
     node = Node.objects.get(hostname="n-r1-09")
     page = browser_page
-    login(page, live_server, OPERATOR, PASSWORD, next_url=f"/nodes/{node.pk}/")
+    login_by_cookie(page, live_server, OPERATOR, next_url=f"/nodes/{node.pk}/")
     page.click("button[data-action=drain]")
     page.fill("#action-reason", "replace the DIMM in slot B2")
     page.click("#action-confirm")

@@ -13,7 +13,7 @@ from apps.inventory.choices import CombinationState
 from apps.inventory.models import VersionCombination
 from apps.rollouts.models import Rollout
 from apps.vectors.services import suite_import
-from tests.browser.conftest import login, screenshot
+from tests.browser.conftest import login_by_cookie, screenshot
 from tests.live.stack import wait_for
 from tests.rollouts.conftest import small_specs
 
@@ -31,7 +31,7 @@ def test_an_operator_previews_starts_pauses_resumes_and_aborts_a_rollout(  # typ
     page = browser_page
     reasons = iter(["look at the canary first", "looks fine", "stop here"])
     page.on("dialog", lambda d: d.accept(next(reasons)) if d.type == "prompt" else d.accept())
-    login(page, live_server, OPERATOR, PASSWORD, next_url="/combinations/")
+    login_by_cookie(page, live_server, OPERATOR, next_url="/combinations/")
     page.click(f"a.rollout-start[href$='combination={combination.pk}']")
     page.select_option("select[name=racks]", label="rack-1")
     page.fill("input[name=bake_s]", "5")
@@ -48,7 +48,7 @@ def test_an_operator_previews_starts_pauses_resumes_and_aborts_a_rollout(  # typ
     for control, states in (("pause", {"paused"}), ("resume", {"planned", "canary", "waves"}),
                             ("abort", {"aborted"})):
         page.click(f"button[data-control={control}]")
-        wait_for(lambda s=states: Rollout.objects.get(pk=rollout.pk).state in s, timeout=30,  # type: ignore[misc]
+        wait_for(lambda s=states: Rollout.objects.get(pk=rollout.pk).state in s, timeout=60,  # type: ignore[misc]
                  what=f"the rollout to be {' or '.join(sorted(states))} after {control}")
     page.wait_for_function("() => document.querySelector('#rollout-state').textContent.includes('aborted')")
     actions = set(AuditEvent.objects.filter(target_type="rollout", actor_name=OPERATOR)

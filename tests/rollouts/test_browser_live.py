@@ -21,7 +21,7 @@ from apps.rollouts.choices import Step
 from apps.rollouts.models import Rollout, RolloutNode
 from apps.telemetry.models import StageNodeRollup
 from apps.vectors.services import suite_import
-from tests.browser.conftest import login, screenshot
+from tests.browser.conftest import login_by_cookie, screenshot
 from tests.browser.live_pages import OPERATOR, wait_live
 from tests.live.stack import LiveStack
 from tests.rollouts.conftest import small_specs
@@ -63,7 +63,7 @@ def test_the_rollout_page_charts_both_cohorts_and_follows_a_pause_over_the_webso
     rollout = _rollout_with_cohorts()
     page = browser_page
     page.set_default_navigation_timeout(60000)  # the page loads plotly.min.js: slow on a loaded machine
-    login(page, dashboard_stack, *OPERATOR, next_url=f"/rollouts/{rollout.pk}/")
+    login_by_cookie(page, dashboard_stack, OPERATOR[0], next_url=f"/rollouts/{rollout.pk}/")
     wait_live(page)
     page.evaluate("window.__noReload = 1")
     page.wait_for_function("() => { const g = document.getElementById('cohort-chart');"
@@ -89,8 +89,7 @@ def test_the_rollout_page_charts_both_cohorts_and_follows_a_pause_over_the_webso
     pauser = threading.Thread(target=pause_elsewhere)
     pauser.start()
     pauser.join()
-    page.wait_for_function("() => document.querySelector('#rollout-state').textContent.includes('paused')",
-                           timeout=30000)
+    page.wait_for_function("() => document.querySelector('#rollout-state').textContent.includes('paused')")
     assert page.evaluate("() => window.RolloutPage.events()") > before
     assert "watching the canary (elsewhere)" in page.inner_text("#rollout-message")
     assert page.evaluate("window.__noReload") == 1

@@ -12,7 +12,7 @@ from apps.audit.models import AuditEvent
 from apps.inventory.choices import CombinationState
 from apps.inventory.models import VersionCombination
 from apps.vectors.models import VectorRun
-from tests.browser.conftest import BROWSER_PASSWORD, BROWSER_USER, login
+from tests.browser.conftest import BROWSER_USER, login_by_cookie
 
 pytestmark = [pytest.mark.browser]
 
@@ -24,7 +24,7 @@ def test_an_operator_validates_a_candidate_from_the_versions_page(  # type: igno
     user_ensure(username=OPERATOR, password=PASSWORD, role="operator")
     candidate = VersionCombination.objects.get(state=CombinationState.CANDIDATE)
     page = browser_page
-    login(page, live_server, OPERATOR, PASSWORD, next_url="/versions/")
+    login_by_cookie(page, live_server, OPERATOR, next_url="/versions/")
     page.once("dialog", lambda dialog: dialog.accept("new driver for the AX modules"))
     with page.expect_navigation(url="**/vector-runs/*/"):
         page.click(f"tr[data-combination='{candidate.pk}'] button[data-vector-action=validate]")
@@ -40,6 +40,6 @@ def test_an_operator_validates_a_candidate_from_the_versions_page(  # type: igno
 
 def test_viewers_see_no_actions(browser_page: Any, live_server: Any, demo_fleet: dict[str, Any]) -> None:  # type: ignore[no-untyped-def]
     page = browser_page
-    login(page, live_server, BROWSER_USER, BROWSER_PASSWORD, next_url="/versions/")
+    login_by_cookie(page, live_server, BROWSER_USER, next_url="/versions/")
     assert page.locator("button[data-vector-action]").count() == 0
     assert page.locator("tr[data-combination]").count() == VersionCombination.objects.count()
