@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: up test install lint typecheck checks browser-deps clean
+.PHONY: up test test-quick flake install lint typecheck checks browser-deps stress-deps clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,10 +23,29 @@ browser-deps:
 		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium fonts-dejavu-core) >/dev/null; \
 	fi
 
-# Tests close every connection at the end of each request/thread (no pooling),
-# so the test database can be dropped at the end.
+# stress-ng loads the CPUs for `make flake`; install it when we can (root + apt).
+stress-deps:
+	@if ! command -v stress-ng >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q stress-ng) >/dev/null; \
+	fi
+
+# The whole suite as lanes run at once, each on its own engines (tests/lanes.py; docs/testing.md):
+# the quality gates, the quick tests, the live and heavy scenarios, the browser tests, and with
+# TEST_ENGINES=embedded,machine the quick and live tests again on this machine's PostgreSQL and Redis.
+# LANES=quick,browser picks lanes; PYTEST_ARGS go to every pytest lane.
+LANES ?=
 test: install browser-deps
-	DB_POOL_MAX_SIZE=0 DB_CONN_MAX_AGE=0 $(PY) -m controlplane.engines run -- $(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m tests.lanes --lanes "$(LANES)" -- $(PYTEST_ARGS)
+
+# The inner loop: the quick tests alone (no live stack, browser or heavy scenario).
+test-quick: install
+	$(PY) -m tests.lanes --lanes quick --modes embedded -- $(PYTEST_ARGS)
+
+# Rerun tests N times under `stress-ng --cpu 2` and count: make flake TESTS="tests/x.py::test_y" N=5
+TESTS ?=
+N ?= 5
+flake: install browser-deps stress-deps
+	$(PY) -m tests.flake -n $(N) $(TESTS)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -11,18 +11,37 @@ from rest_framework.test import APIClient
 
 from apps.accounts.services import user_ensure
 
-pytest_plugins = ["tests.live.fixtures"]
+pytest_plugins = ["tests.live.fixtures", "tests.timing"]
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: Any, call: Any) -> Any:
-    """Keep each phase's report on the test item (``item.rep_call``), so fixtures can tell a failed test."""
+    """Keep each phase's report on the test item (``item.rep_call``), so fixtures can tell a failed test.
+    A test stopped by its time budget also says what it was waiting for, if it was in a ``wait_for``."""
     report = yield
     setattr(item, f"rep_{report.when}", report)
+    if report.failed and "Timeout" in str(report.longrepr)[:2000]:
+        from tests.live.stack import current_wait
+
+        what = current_wait()
+        budget = item.get_closest_marker("timeout")
+        report.sections.append(("time budget", f"{item.nodeid} ran past its budget of "
+                                f"{budget.args[0] if budget else '?'} s; "
+                                f"{'it was waiting for ' + what if what else 'it was not in a wait_for'}"))
     return report
 
 
 SLOW_MARKERS = ("live", "browser", "heavy")
+
+# Time budgets (pytest-timeout), per kind of test; a test may name its own with
+# @pytest.mark.timeout(N) (the long fault scenarios do, with the reason beside it).
+BUDGETS = {"quick": 30, "browser": 180, "live": 300, "heavy": 300}
+DB_SETUP_BUDGET = 240
+
+
+def _budget(item: Any) -> int:
+    kinds = [m for m in ("heavy", "live", "browser") if item.get_closest_marker(m)]
+    return max(BUDGETS[k] for k in kinds) if kinds else BUDGETS["quick"]
 
 
 def _django_order(item: Any) -> int:
@@ -34,12 +53,21 @@ def _django_order(item: Any) -> int:
     return 0 if item.get_closest_marker("django_db") is not None or "db" in item.fixturenames else 2
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects: a test that starts a live stack is a live test
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
-    """Within pytest-django's order, quick tests first, then the ones that start processes or a
-    browser (file order kept within each group): a failure in the quick suite shows sooner, and
-    CI's second engine mode, run beside this one, shares the CPUs with quick tests rather than with
-    live stacks."""
+    """Every test that asks for a live stack is marked ``live`` (so it runs in the live lane,
+    tests/lanes.py, whether or not its file says so). Within pytest-django's order, quick tests
+    first, then the ones that start processes or a browser (file order kept within each group):
+    a failure in the quick suite shows sooner. Each test gets the time budget of its kind."""
+    for item in items:
+        if "live_stack" in item.fixturenames and item.get_closest_marker("live") is None:
+            item.add_marker(pytest.mark.live)
     items.sort(key=lambda item: (_django_order(item), any(item.get_closest_marker(m) for m in SLOW_MARKERS)))
+    first_db = next((i for i, item in enumerate(items) if _django_order(item) < 2), None)
+    for i, item in enumerate(items):
+        if item.get_closest_marker("timeout") is None:
+            # The first test that reaches the database also pays for creating and migrating it.
+            item.add_marker(pytest.mark.timeout(_budget(item) + (DB_SETUP_BUDGET if i == first_db else 0)))
 
 
 def _user(role: str) -> User:

@@ -49,22 +49,41 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+_waiting: list[str] = []  # what the running wait_for calls wait for (innermost last)
+_interrupted: list[str] = []  # what a wait_for stopped by an exception from outside its check waited for
+
+
+def current_wait() -> str:
+    """What this process's ``wait_for`` was waiting for when the test was stopped ("" when it was
+    in none): named when a test runs past its time budget (tests/conftest.py)."""
+    return _waiting[-1] if _waiting else (_interrupted[0] if _interrupted else "")
+
+
 def wait_for(check: Callable[[], T], *, timeout: float, what: str, interval: float = 0.2) -> T:
     """Poll ``check`` until it returns something truthy (returned), or fail naming ``what``
     and the last value seen. Database reads in ``check`` see fresh committed rows."""
     deadline = time.monotonic() + timeout
     last: Any = None
-    while True:
-        try:
-            last = check()
-        except AssertionError as exc:  # a check may assert; keep its message as the last value
-            last = exc
-        else:
-            if last:
-                return last
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}")
-        time.sleep(interval)
+    _waiting.append(what)
+    _interrupted.clear()
+    try:
+        while True:
+            try:
+                last = check()
+            except AssertionError as exc:  # a check may assert; keep its message as the last value
+                last = exc
+            else:
+                if last:
+                    return last
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}")
+            time.sleep(interval)
+    except BaseException as exc:
+        if not isinstance(exc, AssertionError):  # e.g. the time budget's signal, mid-wait
+            _interrupted.append(what)
+        raise
+    finally:
+        _waiting.pop()
 
 
 class RowHold:
