@@ -35,7 +35,7 @@ SLOW_MARKERS = ("live", "browser", "heavy")
 
 # Time budgets (pytest-timeout), per kind of test; a test may name its own with
 # @pytest.mark.timeout(N) (the long fault scenarios do, with the reason beside it).
-BUDGETS = {"quick": 30, "browser": 180, "live": 300, "heavy": 300}
+BUDGETS = {"quick": 60, "browser": 180, "live": 300, "heavy": 300}
 DB_SETUP_BUDGET = 240
 
 

@@ -7,7 +7,8 @@
     python -m tests.lanes --lanes browser -- -k theme   # arguments after -- go to every pytest lane
 
 The lanes: ``gates`` (ruff, mypy, Django checks, migrations, the schema), ``quick`` (no live
-stack, browser or heavy scenario), ``heavy`` (the schema fuzz, the access matrix, memory),
+stack, browser or heavy scenario), ``fuzz`` (the schema fuzz, on two xdist workers), ``heavy``
+(the access matrix, memory),
 ``live`` (tests that start real processes), ``faults`` and ``scenarios`` (the long end-to-end
 scenarios, a lane each so they wait side by side), ``browser``; with the machine mode,
 ``machine-quick`` and ``machine-live``. A lane has its own engines: on embedded engines its own
@@ -85,6 +86,7 @@ GATES = " ; ".join([
 # of its own (the longest first), so they wait side by side instead of one after the other.
 FAULTS = "tests/health/test_faults_live.py"
 SCENARIOS = ["tests/health/test_quiet_demo_live.py", "tests/rollouts/test_live.py"]
+FUZZ = "tests/security/test_schema_fuzz.py"
 
 
 @dataclass(frozen=True)
@@ -94,16 +96,23 @@ class Spec:
     modes: tuple[str, ...]
     paths: tuple[str, ...] = ()  # only these (default: the whole suite)
     ignore: tuple[str, ...] = ()  # never these (another lane runs them)
+    args: tuple[str, ...] = ()  # more pytest arguments
+    # Lanes that only compute run at a lower priority: the lanes whose tests wait on real
+    # processes and real time get the CPU when they need it, and the others take what is left.
+    nice: int = 0
 
 
 # The machine's servers take today's selection there: the quick and live tests, not the heavy
 # scenarios or the browser (they exercise nothing engine-specific the embedded run misses).
 LANES: list[Spec] = [
-    Spec("gates", None, ("embedded",)),
+    Spec("gates", None, ("embedded",), nice=5),
     Spec("faults", "live", ("embedded",), paths=(FAULTS,)),
     Spec("scenarios", "live", ("embedded",), paths=tuple(SCENARIOS)),
-    Spec("quick", QUICK, ("embedded", "machine")),
-    Spec("heavy", "heavy and not live and not browser", ("embedded",)),
+    Spec("quick", QUICK, ("embedded", "machine"), nice=5),
+    # The schema fuzz is the largest piece of pure computation: two pytest-xdist workers (each
+    # its own test database) so that it can take both cores once the other lanes are done.
+    Spec("fuzz", "heavy", ("embedded",), paths=(FUZZ,), args=("-n", "2"), nice=5),
+    Spec("heavy", "heavy and not live and not browser", ("embedded",), ignore=(FUZZ,), nice=5),
     Spec("live", "live and not browser", ("embedded",), ignore=(FAULTS, *SCENARIOS)),
     Spec("machine-live", "live and not heavy and not browser", ("machine",)),
     Spec("browser", "browser", ("embedded",)),
@@ -170,7 +179,10 @@ def build(lanes: list[str], modes: list[str], extra: list[str], var: Path) -> li
             if marker is None:
                 inner = ["sh", "-c", GATES]
             else:
-                inner = _pytest(marker, [*spec.paths, *(f"--ignore={p}" for p in spec.ignore), *extra], timing)
+                inner = _pytest(marker, [*spec.paths, *(f"--ignore={p}" for p in spec.ignore), *spec.args, *extra],
+                                timing)
+            if spec.nice:
+                inner = ["nice", "-n", str(spec.nice), *inner]
             command = [PY, "-m", "controlplane.engines", "run", "--", *inner]
             out.append(Lane(label, mode, command, env, pytest=marker is not None, log=var / f"{label}.log",
                             may_select_nothing=bool(extra)))
