@@ -87,6 +87,8 @@ GATES = " ; ".join([
 FAULTS = "tests/health/test_faults_live.py"
 SCENARIOS = ["tests/health/test_quiet_demo_live.py", "tests/rollouts/test_live.py"]
 FUZZ = "tests/security/test_schema_fuzz.py"
+NICE = 19
+BUDGET_SCALE = "4"
 
 
 @dataclass(frozen=True)
@@ -97,22 +99,24 @@ class Spec:
     paths: tuple[str, ...] = ()  # only these (default: the whole suite)
     ignore: tuple[str, ...] = ()  # never these (another lane runs them)
     args: tuple[str, ...] = ()  # more pytest arguments
-    # Lanes that only compute run at a lower priority: the lanes whose tests wait on real
-    # processes and real time get the CPU when they need it, and the others take what is left.
+    # Lanes that only compute run at the lowest priority: the lanes whose tests wait on real
+    # processes and real time (a sweep's schedule, a command's answer) get the CPU as on a quiet
+    # machine, and the computing lanes take what is left; their tests' time budgets stretch
+    # by BUDGET_SCALE, as waiting for the CPU is not hanging.
     nice: int = 0
 
 
 # The machine's servers take today's selection there: the quick and live tests, not the heavy
 # scenarios or the browser (they exercise nothing engine-specific the embedded run misses).
 LANES: list[Spec] = [
-    Spec("gates", None, ("embedded",), nice=5),
+    Spec("gates", None, ("embedded",), nice=NICE),
     Spec("faults", "live", ("embedded",), paths=(FAULTS,)),
     Spec("scenarios", "live", ("embedded",), paths=tuple(SCENARIOS)),
-    Spec("quick", QUICK, ("embedded", "machine"), nice=5),
+    Spec("quick", QUICK, ("embedded", "machine"), nice=NICE),
     # The schema fuzz is the largest piece of pure computation: two pytest-xdist workers (each
     # its own test database) so that it can take both cores once the other lanes are done.
-    Spec("fuzz", "heavy", ("embedded",), paths=(FUZZ,), args=("-n", "2"), nice=5),
-    Spec("heavy", "heavy and not live and not browser", ("embedded",), ignore=(FUZZ,), nice=5),
+    Spec("fuzz", "heavy", ("embedded",), paths=(FUZZ,), args=("-n", "2"), nice=NICE),
+    Spec("heavy", "heavy and not live and not browser", ("embedded",), ignore=(FUZZ,), nice=NICE),
     Spec("live", "live and not browser", ("embedded",), ignore=(FAULTS, *SCENARIOS)),
     Spec("machine-live", "live and not heavy and not browser", ("machine",)),
     Spec("browser", "browser", ("embedded",)),
@@ -183,6 +187,7 @@ def build(lanes: list[str], modes: list[str], extra: list[str], var: Path) -> li
                                 timing)
             if spec.nice:
                 inner = ["nice", "-n", str(spec.nice), *inner]
+                env["TEST_BUDGET_SCALE"] = BUDGET_SCALE
             command = [PY, "-m", "controlplane.engines", "run", "--", *inner]
             out.append(Lane(label, mode, command, env, pytest=marker is not None, log=var / f"{label}.log",
                             may_select_nothing=bool(extra)))
