@@ -27,6 +27,7 @@ any lane did.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import shlex
@@ -53,6 +54,7 @@ class Lane:
     pytest: bool = True
     # with tests named on the command line, a lane whose marker deselects them all is not a failure
     may_select_nothing: bool = False
+    niced: bool = False  # a computing lane at the lowest priority
     # filled in by the run
     log: Path = Path()
     proc: subprocess.Popen[bytes] | None = None
@@ -88,6 +90,9 @@ FAULTS = "tests/health/test_faults_live.py"
 SCENARIOS = ["tests/health/test_quiet_demo_live.py", "tests/rollouts/test_live.py"]
 FUZZ = "tests/security/test_schema_fuzz.py"
 NICE = 19
+# The lanes that wait on real time, the longest first; WAITING_JOBS of them at once.
+WAITING_ORDER = ["browser", "faults", "scenarios", "live", "machine-live"]
+WAITING_JOBS = 3
 BUDGET_SCALE = "4"
 
 
@@ -130,12 +135,15 @@ def _machine_urls(index: int, lane: str) -> dict[str, str]:
     d = urlsplit(db)
     r = urlsplit(redis)
     base_db = int((r.path or "/0").lstrip("/") or 0)
+    # Named after this checkout too: two checkouts' runs on one server (a developer's and CI's)
+    # never share a test database or a key prefix.
+    tag = f"{lane.replace('-', '_')}_{hashlib.sha1(str(ROOT).encode()).hexdigest()[:8]}"
     return {
-        "DATABASE_URL": urlunsplit((d.scheme, d.netloc, f"/controlplane_lane_{lane}", d.query, "")),
+        "DATABASE_URL": urlunsplit((d.scheme, d.netloc, f"/controlplane_{tag}", d.query, "")),
         "REDIS_URL": urlunsplit((r.scheme, r.netloc, f"/{base_db + 5 + index}", r.query, "")),
-        "TEST_DATABASE_NAME": f"test_controlplane_lane_{lane}",
-        "CACHE_KEY_PREFIX": f"cp-lane-{lane}",
-        "CHANNEL_PREFIX": f"cp-lane-{lane}",
+        "TEST_DATABASE_NAME": f"test_controlplane_{tag}",
+        "CACHE_KEY_PREFIX": f"cp-{tag}",
+        "CHANNEL_PREFIX": f"cp-{tag}",
     }
 
 
@@ -190,7 +198,7 @@ def build(lanes: list[str], modes: list[str], extra: list[str], var: Path) -> li
                 env["TEST_BUDGET_SCALE"] = BUDGET_SCALE
             command = [PY, "-m", "controlplane.engines", "run", "--", *inner]
             out.append(Lane(label, mode, command, env, pytest=marker is not None, log=var / f"{label}.log",
-                            may_select_nothing=bool(extra)))
+                            may_select_nothing=bool(extra), niced=bool(spec.nice)))
     return out
 
 
@@ -218,6 +226,10 @@ def _failures(text: str) -> str:
     if idx >= 0:
         return text[text.rfind("\n", 0, idx) + 1:]
     return "\n".join(text.splitlines()[-60:])
+
+
+def _show(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def _subreaper() -> None:
@@ -252,7 +264,13 @@ def run(lanes: list[Lane], var: Path) -> int:
     _subreaper()
     done = threading.Event()
     t0 = time.monotonic()
-    for lane in lanes:
+    # At most ``jobs`` of the lanes that wait on real time run at once (the computing lanes, at the
+    # lowest priority, all start at once): more of them side by side starve one another's processes.
+    jobs = int(os.environ.get("TEST_LANES_JOBS", str(WAITING_JOBS)) or 0) or len(lanes)
+    waiting = sorted((lane for lane in lanes if not lane.niced), key=lambda lane: WAITING_ORDER.index(lane.name)
+                     if lane.name in WAITING_ORDER else len(WAITING_ORDER))
+
+    def start(lane: Lane) -> None:
         lane.log.parent.mkdir(parents=True, exist_ok=True)
         for stale in (lane.log, var / f"{lane.name}.timing.jsonl"):
             stale.unlink(missing_ok=True)
@@ -263,17 +281,28 @@ def run(lanes: list[Lane], var: Path) -> int:
         lane.proc = subprocess.Popen(lane.command, cwd=ROOT, env={**os.environ, **lane.env}, stdout=log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
-        print(f"[lanes] {lane.name}: started ({lane.mode} engines), log {lane.log.relative_to(ROOT)}", flush=True)
+        running[lane.proc.pid] = lane
+        print(f"[lanes] {lane.name}: started ({lane.mode} engines), log {_show(lane.log)}", flush=True)
 
     def stop_all(signum: int, frame: object) -> None:
+        waiting.clear()
         for lane in lanes:
             if lane.proc is not None and lane.proc.poll() is None:
                 os.killpg(lane.proc.pid, signal.SIGINT)  # pytest stops its live stacks on an interrupt
         done.set()
 
+    running: dict[int, Lane] = {}
+    for lane in lanes:
+        if lane.niced:
+            start(lane)
+
+    def waiting_running() -> int:
+        return sum(1 for lane in running.values() if not lane.niced)
+
+    while waiting and waiting_running() < jobs:
+        start(waiting.pop(0))
     signal.signal(signal.SIGINT, stop_all)
     signal.signal(signal.SIGTERM, stop_all)
-    running: dict[int, Lane] = {lane.proc.pid: lane for lane in lanes if lane.proc is not None}
     orphans_cpu = 0.0  # daemons a lane started (PostgreSQL) come back to this process when they end
     while running:
         try:
@@ -295,6 +324,8 @@ def run(lanes: list[Lane], var: Path) -> int:
         verdict = "passed" if lane.code == 0 else f"FAILED (exit {lane.code})"
         print(f"[lanes] {lane.name}: {verdict} in {lane.wall:.0f} s, {lane.cpu:.0f} CPU s"
               f"{' - ' + result if result else ''}", flush=True)
+        while waiting and waiting_running() < jobs:
+            start(waiting.pop(0))
     total_wall = time.monotonic() - t0
 
     print("\n| lane | engines | exit | wall s | CPU s | passed | failed | errors | skipped |")
@@ -315,7 +346,7 @@ def run(lanes: list[Lane], var: Path) -> int:
           f"the embedded PostgreSQL servers they started, {lanes_cpu + orphans_cpu:.0f} s in all")
     bad = [lane for lane in lanes if lane.code != 0]
     for lane in bad:
-        print(f"\n======== lane {lane.name} failed (exit {lane.code}); whole log: {lane.log.relative_to(ROOT)}")
+        print(f"\n======== lane {lane.name} failed (exit {lane.code}); whole log: {_show(lane.log)}")
         print(_failures(lane.log.read_text(errors="replace")))
     print(f"{passed} passed, {failed} failed")
     return 1 if bad else 0
