@@ -11,6 +11,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from apps.accounts.services import user_ensure
+from tests.live.stack import current_wait
 
 pytest_plugins = ["tests.live.fixtures", "tests.timing"]
 
@@ -22,8 +23,6 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Any:
     report = yield
     setattr(item, f"rep_{report.when}", report)
     if report.failed and "Timeout" in str(report.longrepr)[:2000]:
-        from tests.live.stack import current_wait
-
         what = current_wait()
         budget = item.get_closest_marker("timeout")
         report.sections.append(("time budget", f"{item.nodeid} ran past its budget of "
