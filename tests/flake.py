@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.lanes import failures, result_line
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Tests that raced or held tight wall-clock bounds on a loaded 2-core machine (docs/testing.md).
@@ -68,14 +70,11 @@ def main(argv: list[str]) -> int:
                                        stdin=subprocess.DEVNULL)
             took = time.monotonic() - start
             results.append((code, took))
-            closing = next((ln for ln in reversed(log.read_text(errors="replace").splitlines())
-                            if " in " in ln and ("passed" in ln or "failed" in ln or "error" in ln)), "")
+            text = log.read_text(errors="replace")
             print(f"[flake] run {i}/{args.n}: {'passed' if code == 0 else f'FAILED (exit {code})'} "
-                  f"in {took:.0f} s  {closing.strip('= ')}", flush=True)
+                  f"in {took:.0f} s  {result_line(text)}", flush=True)
             if code != 0:
-                text = log.read_text(errors="replace")
-                idx = text.rfind("short test summary info")
-                print(text[text.rfind(chr(10), 0, idx) + 1:] if idx >= 0 else text[-3000:], flush=True)
+                print(failures(text), flush=True)
     finally:
         if stress is not None:
             os.killpg(stress.pid, 15)

@@ -34,7 +34,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,10 +207,10 @@ def _rusage_cpu(ru: object) -> float:
     return float(ru.ru_utime + ru.ru_stime)  # type: ignore[attr-defined]
 
 
-def _result_line(text: str) -> str:
-    """pytest's closing line ("== 12 passed, 1 failed in 3.2s =="), or ""."""
+def result_line(text: str) -> str:
+    """pytest's closing line ("== 12 passed, 1 failed in 3.2s ==", or without the rules under -q), or ""."""
     for line in reversed(text.splitlines()):
-        if re.match(r"^=+ .*(passed|failed|error|no tests ran|deselected).* in [\d.]+s", line):
+        if re.match(r"^(=+ )?.*(passed|failed|error|no tests ran|deselected).* in [\d.]+s", line):  # -q: no =
             return line.strip("= ")
     return ""
 
@@ -221,7 +220,7 @@ def _count(result: str, word: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _failures(text: str) -> str:
+def failures(text: str) -> str:
     """The short test summary pytest prints at the end, or the log's tail when there is none."""
     marker = "short test summary info"
     idx = text.rfind(marker)
@@ -264,7 +263,6 @@ def _reap_orphans(timeout: float = 15.0) -> float:
 def run(lanes: list[Lane], var: Path) -> int:
     var.mkdir(parents=True, exist_ok=True)
     _subreaper()
-    done = threading.Event()
     t0 = time.monotonic()
     # At most ``jobs`` of the lanes that wait on real time run at once (the computing lanes, at the
     # lowest priority, all start at once): several of them side by side starve one another.
@@ -291,7 +289,6 @@ def run(lanes: list[Lane], var: Path) -> int:
         for lane in lanes:
             if lane.proc is not None and lane.proc.poll() is None:
                 os.killpg(lane.proc.pid, signal.SIGINT)  # pytest stops its live stacks on an interrupt
-        done.set()
 
     running: dict[int, Lane] = {}
     for lane in lanes:
@@ -322,7 +319,7 @@ def run(lanes: list[Lane], var: Path) -> int:
             lane.code = 0
         lane.wall = time.monotonic() - lane.started
         lane.cpu = _rusage_cpu(ru)
-        result = _result_line(lane.log.read_text(errors="replace")) if lane.pytest else ""
+        result = result_line(lane.log.read_text(errors="replace")) if lane.pytest else ""
         verdict = "passed" if lane.code == 0 else f"FAILED (exit {lane.code})"
         print(f"[lanes] {lane.name}: {verdict} in {lane.wall:.0f} s, {lane.cpu:.0f} CPU s"
               f"{' - ' + result if result else ''}", flush=True)
@@ -335,7 +332,7 @@ def run(lanes: list[Lane], var: Path) -> int:
     passed = failed = 0
     for lane in lanes:
         text = lane.log.read_text(errors="replace")
-        result = _result_line(text) if lane.pytest else ""
+        result = result_line(text) if lane.pytest else ""
         p, f, e, s = (_count(result, w) for w in ("passed", "failed", "error", "skipped"))
         passed += p
         failed += f + e
@@ -349,7 +346,7 @@ def run(lanes: list[Lane], var: Path) -> int:
     bad = [lane for lane in lanes if lane.code != 0]
     for lane in bad:
         print(f"\n======== lane {lane.name} failed (exit {lane.code}); whole log: {_show(lane.log)}")
-        print(_failures(lane.log.read_text(errors="replace")))
+        print(failures(lane.log.read_text(errors="replace")))
     print(f"{passed} passed, {failed} failed")
     return 1 if bad else 0
 
