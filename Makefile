@@ -49,6 +49,7 @@ flake: install browser-deps stress-deps
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 typecheck: install
 	$(PY) -m controlplane.engines run -- $(VENV)/bin/mypy .

@@ -16,6 +16,10 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 from controlplane.engines import VAR_DIR, read_state
 
+# VAR_DIR (./var, or CONTROLPLANE_VAR_DIR): the embedded engines' data and local state files. Apps
+# read it as settings.VAR_DIR, never from controlplane.engines (the project package is the top floor).
+VAR_DIR = VAR_DIR
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -118,6 +122,8 @@ INSTALLED_APPS = [
     "apps.health",
     "apps.vectors",
     "apps.rollouts",
+    # The project package itself: the process wiring (schedules) and the command that stores it.
+    "controlplane",
 ]
 
 MIDDLEWARE = [

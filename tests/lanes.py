@@ -6,7 +6,7 @@
     python -m tests.lanes -- tests/agent -q        # just these tests, one pytest run per engine mode
     python -m tests.lanes --lanes browser -- -k theme   # arguments after -- go to every pytest lane
 
-The lanes: ``gates`` (ruff, mypy, Django checks, migrations, the schema), ``quick`` (no live
+The lanes: ``gates`` (ruff, the import floors, mypy, Django checks, migrations, the schema), ``quick`` (no live
 stack, browser or heavy scenario), ``fuzz`` (the schema fuzz, on two xdist workers), ``heavy``
 (the access matrix, memory),
 ``live`` (tests that start real processes), ``faults`` and ``scenarios`` (the long end-to-end
@@ -75,6 +75,7 @@ GATES = " ; ".join([
     "status=0",
     *(f"{{ echo '== {name}'; {cmd} || status=1; }}" for name, cmd in [
         ("ruff", f"{shlex.quote(str(ROOT / '.venv/bin/ruff'))} check ."),
+        ("import floors", f"{shlex.quote(str(ROOT / '.venv/bin/lint-imports'))}"),
         ("mypy", f"{shlex.quote(PY)} -m mypy ."),
         ("django checks", f"{shlex.quote(PY)} manage.py check"),
         ("migrations", f"{shlex.quote(PY)} manage.py makemigrations --check --dry-run"),

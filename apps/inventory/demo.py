@@ -12,6 +12,7 @@ import secrets
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from apps.accounts.services import user_ensure
@@ -29,14 +30,13 @@ from apps.inventory.models import (
     Tier,
     VersionCombination,
 )
-from controlplane.engines import VAR_DIR
 
 ACTOR = "seed_demo"
 RACKS = 3
 NODES_PER_RACK = 20
 ACCESS_PER_RACK = 6
 STANDBY_PER_RACK = 3
-CREDENTIALS_FILE = VAR_DIR / "demo-credentials.txt"
+CREDENTIALS_FILE = settings.VAR_DIR / "demo-credentials.txt"
 
 
 def _get_or_create(model_cls: Any, lookup: dict[str, Any], **fields: Any) -> Any:
@@ -56,7 +56,7 @@ def demo_credentials() -> dict[str, str]:
                 creds[user.strip()] = pw.strip()
     if set(creds) != {"admin", "operator", "viewer"}:
         creds = {name: secrets.token_urlsafe(12) for name in ("admin", "operator", "viewer")}
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
         CREDENTIALS_FILE.write_text("".join(f"  {u}: {p}\n" for u, p in creds.items()))
         CREDENTIALS_FILE.chmod(0o600)
     return creds

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from apps.audit.choices import Source
@@ -18,10 +19,9 @@ from apps.telemetry.authentication import hash_key
 from apps.telemetry.choices import AgentKind
 from apps.telemetry.models import AgentToken
 from apps.telemetry.services import agent_token_issue
-from controlplane.engines import VAR_DIR
 
 ACTOR = "seed_demo"
-TOKENS_FILE = VAR_DIR / "agent-tokens.json"
+TOKENS_FILE = settings.VAR_DIR / "agent-tokens.json"
 
 
 def _read() -> dict[str, Any]:
@@ -55,10 +55,10 @@ def seed_telemetry_demo() -> dict[str, Any]:
                                        source=Source.SYSTEM)
         nodes[node.hostname] = str(key)
     data = {"gateway": gateway, "nodes": nodes}
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
     # A temporary file of this process's own, renamed over the file: two seeds at once (two
     # processes on one var dir) each write whole files, and the last rename wins.
-    fd, tmp_name = tempfile.mkstemp(dir=VAR_DIR, prefix=".agent-tokens-", suffix=".tmp")
+    fd, tmp_name = tempfile.mkstemp(dir=settings.VAR_DIR, prefix=".agent-tokens-", suffix=".tmp")
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "w") as f:  # mkstemp's file is 0600 already
