@@ -6,6 +6,7 @@ import os
 
 from celery import Celery
 from celery.signals import worker_process_init
+from django.db import connections
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
@@ -29,8 +30,6 @@ def _fresh_pools_after_fork(**kwargs: object) -> None:
     """A prefork child must not use a database pool its parent may have opened (its
     connections' sockets are the parent's, its worker threads did not survive the fork):
     forget it, so the child's first query opens a pool of its own."""
-    from django.db import connections
-
     for conn in connections.all(initialized_only=True):
         conn.connection = None
     pools = getattr(type(connections["default"]), "_connection_pools", None)

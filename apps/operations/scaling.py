@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.audit.choices import Source
-from apps.audit.services import audit_record
+from apps.audit.services import audit_record, diff, snapshot
 from apps.common.errors import Conflict
 from apps.inventory.choices import NodeState
 from apps.inventory.models import Tier
@@ -227,8 +227,6 @@ def autoscaler_run_all(*, now: dt.datetime | None = None) -> list[AutoscalerDeci
 @transaction.atomic
 def policy_save(*, policy: AutoscalerPolicy, actor: Any, source: str = Source.API, created: bool = False,
                 before: dict[str, Any] | None = None, reason: str = "") -> AutoscalerPolicy:
-    from apps.audit.services import diff, snapshot
-
     policy.full_clean()
     policy.save()
     audit_record(actor=actor, action="autoscaler_policy.create" if created else "autoscaler_policy.update",
@@ -238,8 +236,6 @@ def policy_save(*, policy: AutoscalerPolicy, actor: Any, source: str = Source.AP
 
 @transaction.atomic
 def policy_delete(*, policy: AutoscalerPolicy, actor: Any, source: str = Source.API) -> None:
-    from apps.audit.services import diff, snapshot
-
     before = snapshot(policy)
     pk, text = str(policy.pk), str(policy)
     policy.delete()
