@@ -93,8 +93,11 @@ NICE = 19
 # The lanes that wait on real time, the longest first, one at a time (TEST_LANES_JOBS=N for more):
 # with three at once beside the computing lanes, the scenarios starved (a quiet demo node looked
 # like a noisy neighbour; a simulated agent left a rollout's vector command unanswered).
+# Once the computing lanes are done the CPU is theirs, and up to WAITING_JOBS_ALONE run at once
+# (TEST_LANES_JOBS_ALONE=N).
 WAITING_ORDER = ["browser", "faults", "scenarios", "live", "machine-live"]
 WAITING_JOBS = 1
+WAITING_JOBS_ALONE = 3
 BUDGET_SCALE = "4"
 
 
@@ -268,6 +271,7 @@ def run(lanes: list[Lane], var: Path) -> int:
     # At most ``jobs`` of the lanes that wait on real time run at once (the computing lanes, at the
     # lowest priority, all start at once): several of them side by side starve one another.
     jobs = int(os.environ.get("TEST_LANES_JOBS", str(WAITING_JOBS)) or 0) or len(lanes)
+    jobs_alone = max(jobs, int(os.environ.get("TEST_LANES_JOBS_ALONE", str(WAITING_JOBS_ALONE)) or 0) or len(lanes))
     waiting = sorted((lane for lane in lanes if not lane.niced), key=lambda lane: WAITING_ORDER.index(lane.name)
                      if lane.name in WAITING_ORDER else len(WAITING_ORDER))
 
@@ -299,7 +303,11 @@ def run(lanes: list[Lane], var: Path) -> int:
     def waiting_running() -> int:
         return sum(1 for lane in running.values() if not lane.niced)
 
-    while waiting and waiting_running() < jobs:
+    def room() -> bool:
+        computing = any(lane.niced for lane in running.values())
+        return waiting_running() < (jobs if computing else jobs_alone)
+
+    while waiting and room():
         start(waiting.pop(0))
     signal.signal(signal.SIGINT, stop_all)
     signal.signal(signal.SIGTERM, stop_all)
@@ -324,7 +332,7 @@ def run(lanes: list[Lane], var: Path) -> int:
         verdict = "passed" if lane.code == 0 else f"FAILED (exit {lane.code})"
         print(f"[lanes] {lane.name}: {verdict} in {lane.wall:.0f} s, {lane.cpu:.0f} CPU s"
               f"{' - ' + result if result else ''}", flush=True)
-        while waiting and waiting_running() < jobs:
+        while waiting and room():
             start(waiting.pop(0))
     total_wall = time.monotonic() - t0
 
