@@ -197,6 +197,7 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "api/v1/live/figures/tiers/<int:pk>/": READ,
     "api/v1/live/figures/nodes/<int:pk>/": READ,
     "api/v1/live/nodes/<int:pk>/": READ,
+    "api/v1/leases/": READ,
 }
 
 # Websocket paths: viewers and up; everyone else is closed before any frame.

@@ -322,7 +322,10 @@ CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Beat and the broadcaster run active/standby behind leases (apps/common/leases.py): a standby
+# takes over within LEASE_TTL_S (and one poll) of the holder's last renewal.
+CELERY_BEAT_SCHEDULER = "controlplane.beat:LeasedDatabaseScheduler"
+LEASE_TTL_S = float(os.environ.get("LEASE_TTL_S", "10"))
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 

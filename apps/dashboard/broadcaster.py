@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from django.db import close_old_connections, connection
@@ -22,10 +23,15 @@ from django.utils import timezone
 
 from apps.audit import selectors as audit
 from apps.common.events import FLEET_GROUP, EventType, node_group, send_now, tier_group
+from apps.common.leases import Lease
 from apps.dashboard import selectors
 from apps.operations import selectors as operations
 
 log = logging.getLogger(__name__)
+
+
+class LeaseLost(Exception):
+    """The broadcaster's lease ran out or passed to another process during a tick."""
 
 
 @dataclass
@@ -39,19 +45,34 @@ class Broadcaster:
     decision_max: int = 0
     audit_max: int = 0
     ticks: int = 0
+    guard: Callable[[], bool] | None = None
+
+
+    def forget(self) -> None:
+        """Drop what earlier ticks saw: the next tick sets a new baseline and pushes only the snapshot."""
+        for f in fields(self):
+            if f.name == "guard":
+                continue
+            setattr(self, f.name, f.default_factory() if f.default is MISSING else f.default)  # type: ignore[misc,operator]
 
     def _push(self, event: str, data: dict[str, Any], groups: list[str], sent: list[tuple[str, str]]) -> None:
+        if self.guard is not None and not self.guard():
+            raise LeaseLost("the broadcaster lease was lost mid-tick")
         for group in groups:
             send_now(group, event, data)
             sent.append((group, event))
 
-    def tick(self) -> list[tuple[str, str]]:
-        """One pass: returns the (group, event type) pairs pushed."""
+    def tick(self, *, by: str = "") -> list[tuple[str, str]]:
+        """One pass: returns the (group, event type) pairs pushed. ``by``: the lease holder,
+        named in the snapshot (which broadcaster sent a frame). With a ``guard``, each push first
+        checks it (the lease still held) and the tick stops if not."""
         now = timezone.now()
         sent: list[tuple[str, str]] = []
         first = self.ticks == 0
         snapshot = selectors.live_snapshot(now=now)
         snapshot["seq"] = self.ticks
+        if by:
+            snapshot["by"] = by
         self._push(EventType.SNAPSHOT, snapshot, [FLEET_GROUP], sent)
 
         drains = operations.drain_progress(now=now, ids=list(self.drains))
@@ -87,16 +108,37 @@ class Broadcaster:
         self.ticks += 1
         return sent
 
-    def run(self, *, interval: float = 1.0, ticks: int = 0) -> None:
-        """Tick every ``interval`` seconds (on the wall clock, not drifting) until stopped."""
+    def run(self, *, interval: float = 1.0, ticks: int = 0, lease: Lease | None = None) -> None:
+        """Tick every ``interval`` seconds (on the wall clock, not drifting) until stopped. With a
+        lease, only while holding it: a standby checks again every interval (at most a third of
+        the lease's time to live) and takes over when the holder stops renewing; a broadcaster
+        that lost its lease (paused past it) stops pushing before its next tick."""
         next_at = time.monotonic()
         done = 0
         failures = 0
         failing_since = None
+        leading = lease is None
+        self.guard = lease.held if lease is not None else None
         while ticks <= 0 or done < ticks:
             close_old_connections()
             try:
-                self.tick()
+                if lease is not None:  # fencing: act only while holding the lease
+                    if not (lease.acquire() and lease.held()):
+                        if leading:
+                            log.warning("broadcaster %s lost its lease; standing by", lease.holder)
+                        leading = False
+                        time.sleep(min(interval, lease.ttl_s / 3))
+                        next_at = time.monotonic()
+                        continue
+                    if not leading:
+                        log.info("broadcaster %s holds the lease (fence %s)", lease.holder, lease.fence)
+                        self.forget()  # a new leader starts from a baseline of its own
+                        leading = True
+                self.tick(by=lease.holder if lease is not None else "")
+            except LeaseLost:
+                log.warning("broadcaster %s lost its lease mid-tick; standing by", lease and lease.holder)
+                leading = False
+                continue
             except Exception as exc:  # one bad tick (database or Redis restart) must not end the broadcaster
                 failures += 1
                 failing_since = failing_since or timezone.now()

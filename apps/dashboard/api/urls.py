@@ -8,4 +8,5 @@ urlpatterns = [
     path("live/figures/tiers/<int:pk>/", views.TierFiguresView.as_view(), name="api-live-figures-tier"),
     path("live/figures/nodes/<int:pk>/", views.NodeFiguresView.as_view(), name="api-live-figures-node"),
     path("live/nodes/<int:pk>/", views.NodeLiveView.as_view(), name="api-live-node"),
+    path("leases/", views.LeaseListView.as_view(), name="api-leases"),
 ]

@@ -5,12 +5,14 @@ the live parts of a node page."""
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.common.leases import lease_holders
 from apps.common.permissions import IsViewer
 from apps.dashboard import charts, selectors
 from apps.dashboard.views import minutes_from
@@ -72,3 +74,20 @@ class NodeLiveView(APIView):
     def get(self, request: Request, pk: int) -> Response:
         node = get_object_or_404(Node, pk=pk)
         return Response(selectors.node_live(node=node))
+
+
+class LeaseListView(APIView):
+    """Which process holds each role that runs active/standby (beat, the broadcaster), with its
+    fencing token and the seconds left unless it renews; ``holder`` null: nobody holds it (no
+    process of that role is running, or the holder died and a standby has not taken over yet)."""
+
+    permission_classes = [IsViewer]
+
+    @extend_schema(tags=["dashboard"], responses=inline_serializer("Lease", many=True, fields={
+        "name": serializers.CharField(),
+        "holder": serializers.CharField(allow_null=True),
+        "fence": serializers.IntegerField(allow_null=True),
+        "expires_in_s": serializers.FloatField(allow_null=True),
+    }))
+    def get(self, request: Request) -> Response:
+        return Response([vars(h) for h in lease_holders()])
