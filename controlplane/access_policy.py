@@ -58,6 +58,8 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     # Probes and assets: anyone.
     "healthz": {"GET": EVERYONE},
     "readyz": {"GET": EVERYONE},
+    # Not by role: a bearer token (METRICS_TOKEN) or an allowed address; the tests scrape from loopback.
+    "metrics": {"GET": EVERYONE},
     "static-pkg/plotly.min.js": {"GET": EVERYONE},
     # Session: the login page is for everyone; logging out needs a session.
     "login/": {"GET": EVERYONE, "POST": EVERYONE, "PUT": EVERYONE},  # Django's form view takes PUT as POST

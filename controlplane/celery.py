@@ -3,10 +3,14 @@ schedule is declared in ``controlplane/schedules.py`` and stored in the
 database (django-celery-beat) by ``manage.py sync_schedules``."""
 
 import os
+import time
+from typing import Any
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import task_postrun, task_prerun, worker_process_init
 from django.db import connections
+
+from apps.common.metrics import task_finished
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
@@ -35,3 +39,20 @@ def _fresh_pools_after_fork(**kwargs: object) -> None:
     pools = getattr(type(connections["default"]), "_connection_pools", None)
     if isinstance(pools, dict):
         pools.clear()
+
+
+# Each task's run, failure and duration, counted for /metrics (apps/common/metrics.py).
+_started: dict[str, float] = {}
+
+
+@task_prerun.connect
+def _task_started(task_id: str | None = None, **kwargs: Any) -> None:
+    if task_id:
+        _started[task_id] = time.monotonic()
+
+
+@task_postrun.connect
+def _task_finished(task_id: str | None = None, task: Any = None, state: str | None = None, **kwargs: Any) -> None:
+    started = _started.pop(task_id or "", None)
+    if started is not None and task is not None:
+        task_finished(name=task.name, seconds=time.monotonic() - started, failed=state == "FAILURE")

@@ -131,6 +131,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "apps.common.middleware.RequestIdMiddleware",
+    "apps.common.middleware.RequestMetricsMiddleware",
     "apps.common.middleware.BodySizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -326,6 +327,12 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # takes over within LEASE_TTL_S (and one poll) of the holder's last renewal.
 CELERY_BEAT_SCHEDULER = "controlplane.beat:LeasedDatabaseScheduler"
 LEASE_TTL_S = float(os.environ.get("LEASE_TTL_S", "10"))
+
+# GET /metrics (apps/dashboard/metrics.py): with METRICS_TOKEN set, a scrape must send it as a
+# bearer token; without it, only the addresses of METRICS_ALLOWED_IPS may scrape.
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_ALLOWED_IPS = [a.strip() for a in os.environ.get("METRICS_ALLOWED_IPS", "127.0.0.1,::1").split(",")
+                       if a.strip()]
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 

@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from apps.common.views import healthz, plotly_js, readyz
+from apps.dashboard.metrics import metrics
 
 handler404 = "apps.common.views.not_found"
 
@@ -23,6 +24,7 @@ api_v1 = [
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
+    path("metrics", metrics, name="metrics"),
     path("static-pkg/plotly.min.js", plotly_js, name="plotly-js"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),

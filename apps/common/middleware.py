@@ -1,10 +1,11 @@
-"""Request ids for the audit trail, the request body limit (413), file streams that ASGI can
-serve without reading them whole first, and the Content-Security-Policy."""
+"""Request ids for the audit trail, request timings for /metrics, the request body limit (413),
+file streams that ASGI can serve without reading them whole first, and the Content-Security-Policy."""
 
 from __future__ import annotations
 
 import contextvars
 import re
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 
@@ -15,6 +16,8 @@ from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
+
+from apps.common.metrics import REQUEST_SECONDS
 
 current_request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
@@ -34,6 +37,22 @@ class RequestIdMiddleware:
         finally:
             current_request_id.reset(token)
         response["X-Request-ID"] = rid
+        return response
+
+
+class RequestMetricsMiddleware:
+    """Time every request, labelled by its route template (never the raw path: ids would make a
+    series each) and method, for /metrics."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        route = match.route if match is not None and match.route else "unmatched"
+        REQUEST_SECONDS.labels(route=route, method=request.method or "").observe(time.perf_counter() - started)
         return response
 
 

@@ -12,6 +12,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from apps.common.events import FLEET_GROUP, node_group, tier_group
+from apps.common.metrics import WEBSOCKET_CLIENTS, WEBSOCKET_FRAMES
 from apps.common.roles import VIEWER, has_role
 
 
@@ -39,8 +40,11 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
+        WEBSOCKET_CLIENTS.inc()
 
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "groups_joined", None):
+            WEBSOCKET_CLIENTS.dec()
         for group in getattr(self, "groups_joined", []):
             await self.channel_layer.group_discard(group, self.channel_name)
 
@@ -54,3 +58,4 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     async def push_text(self, message: dict[str, Any]) -> None:
         """A frame already encoded by the sender (events.send_now): sent as it is to every client."""
         await self.send(text_data=message["text"])
+        WEBSOCKET_FRAMES.inc()

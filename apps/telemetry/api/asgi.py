@@ -32,6 +32,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
+from apps.common.metrics import ingest_answered
 from apps.telemetry import services
 from apps.telemetry.api.responses import accepted, rejection
 from apps.telemetry.appender import GroupAppender
@@ -80,6 +81,7 @@ class TelemetryIngestApp:
         given = headers.get(b"x-request-id", b"").decode("latin-1")
         request_id = given if _SAFE_ID.match(given) else uuid.uuid4().hex
         status, data, extra = await self._handle(auth[1], headers, receive)
+        ingest_answered(status, data)
         body = msgspec.json.encode(data)
         out = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                (b"x-request-id", request_id.encode()), *extra]

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.common.authentication import TokenAuthentication
+from apps.common.metrics import ingest_answered
 from apps.common.permissions import AdminOnly, IsViewer, ViewerReadOperatorWrite
 from apps.inventory.choices import TierKind
 from apps.inventory.models import Node, Tier
@@ -86,11 +87,13 @@ class TelemetryIngestView(APIView):
             raise AuthenticationFailed("unknown or revoked agent key")
         refusal = services.telemetry_rate_refusal(identity)
         if refusal is not None:
+            ingest_answered(429, refusal[0])
             return Response(refusal[0], status=429, headers={"Retry-After": str(refusal[1])})
         try:
             code, data = accepted(services.telemetry_receive(identity=identity, body=request.body))
         except BatchRejected as exc:
             code, data = rejection(exc)
+        ingest_answered(code, data)
         return Response(data, status=code)
 
 
