@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: up test test-quick flake install lint typecheck checks browser-deps stress-deps clean
+.PHONY: up test test-quick flake install lint typecheck checks browser-deps monitor-deps stress-deps clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,13 @@ browser-deps:
 		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium fonts-dejavu-core) >/dev/null; \
 	fi
 
+# promtool checks deploy/prometheus's alert rules and the Grafana dashboards' queries (Debian's
+# prometheus package; its server is not started); install it when we can (root + apt).
+monitor-deps:
+	@if ! command -v promtool >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus) >/dev/null; \
+	fi
+
 # stress-ng loads the CPUs for `make flake`; install it when we can (root + apt).
 stress-deps:
 	@if ! command -v stress-ng >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -34,7 +41,7 @@ stress-deps:
 # TEST_ENGINES=embedded,machine the quick and live tests again on this machine's PostgreSQL and Redis.
 # LANES=quick,browser picks lanes; PYTEST_ARGS go to every pytest lane.
 LANES ?=
-test: install browser-deps
+test: install browser-deps monitor-deps
 	$(PY) -m tests.lanes --lanes "$(LANES)" -- $(PYTEST_ARGS)
 
 # The inner loop: the quick tests alone (no live stack, browser or heavy scenario).

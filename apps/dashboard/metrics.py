@@ -16,8 +16,9 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, Min
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -30,6 +31,7 @@ from apps.health.choices import ACTIVE_FINDING_STATES, Severity
 from apps.health.models import Finding
 from apps.rollouts.choices import ACTIVE_ROLLOUT_STATES, Step
 from apps.rollouts.models import Rollout, RolloutNode
+from apps.telemetry.models import IngestBatch
 
 # The queues a worker takes, as Redis lists named after them (Celery's Redis transport).
 QUEUES = ("default", "telemetry", "operations", "vectors", "health")
@@ -74,6 +76,13 @@ class FleetCollector(Collector):
             for step in Step.values:
                 rollouts.add_metric([str(rid), rollout.state, step], counts.get((rid, step), 0))
         yield rollouts
+
+        pending = IngestBatch.objects.filter(stored_at__isnull=True).aggregate(n=Count("id"), oldest=Min("received_at"))
+        yield GaugeMetricFamily("controlplane_ingest_pending_batches", "Accepted telemetry batches not stored yet.",
+                                value=pending["n"])
+        lag = (timezone.now() - pending["oldest"]).total_seconds() if pending["oldest"] else 0.0
+        yield GaugeMetricFamily("controlplane_writer_lag_seconds",
+                                "Age of the oldest accepted telemetry batch the writer has not stored.", value=lag)
 
         yield from self._celery()
 

@@ -29,7 +29,7 @@ SERIES = {
     "controlplane_celery_task_runs", "controlplane_celery_task_failures", "controlplane_celery_task_duration_seconds",
     "controlplane_lease_held", "controlplane_http_request_duration_seconds", "controlplane_websocket_clients",
     "controlplane_websocket_frames", "controlplane_ingest_batches", "controlplane_ingest_rows",
-    "controlplane_ingest_rejections",
+    "controlplane_ingest_rejections", "controlplane_ingest_pending_batches", "controlplane_writer_lag_seconds",
 }
 
 
