@@ -1,6 +1,7 @@
 """Writes of health by people: acknowledge a finding, silence, edit a check. Each in
-one transaction with its audit record. The sweep's writes are in ``sweep.py`` and
-``actions.py``. Other parts of the control plane report findings of their own
+one transaction with its audit record. Opening a finding (``finding_open``, always audited) and
+announcing it are here too, for the sweep and for other parts. The sweep's other writes are in
+``sweep.py`` and ``actions.py``. Other parts of the control plane report findings of their own
 (``finding_report``: a regression run's failed vectors) without the sweep's
 hysteresis, since what they report is a verdict, not a sample."""
 
@@ -23,6 +24,8 @@ from apps.health.choices import ACTIVE_FINDING_STATES, FindingState, Policy, Sev
 from apps.health.models import Finding, HealthCheck, Silence
 from apps.inventory.models import Module, Node, Tier
 from apps.operations.lifecycle import name_of
+
+ACTOR = "health"  # who opens findings in the audit log
 
 
 @transaction.atomic
@@ -99,6 +102,25 @@ def check_update(*, name: str, actor: Any, params: dict[str, Any] | None = None,
     return row
 
 
+def finding_open(*, finding: Finding) -> Finding:
+    """Open a finding (a new one, or a resolved one raised again): save it with its audit record. The
+    caller tells receivers and pages with ``findings_announce`` (the sweep once for all it opened)."""
+    finding.save()
+    audit_record(actor=ACTOR, action="finding.open", target=finding, source=Source.SYSTEM,
+                 reason=finding.summary[:500])
+    return finding
+
+
+def findings_announce(*, findings: list[Finding], event: str, now: dt.datetime) -> None:
+    """Notify the receivers (after commit) and push each finding's ``event`` to the fleet and its node."""
+    notify.deliveries_create(findings=findings, event=event, now=now)
+    for f in findings:
+        publish(EventType.HEALTH_FINDING, {"id": f.pk, "event": event, "check": f.check_name,
+                                           "subject": f.subject_key, "node": f.node_id, "tier": f.tier_id,
+                                           "severity": f.severity, "state": f.state, "summary": f.summary},
+                groups=[FLEET_GROUP] + ([node_group(f.node_id)] if f.node_id else []))
+
+
 @transaction.atomic
 def finding_report(*, check_name: str, module: Module, summary: str, evidence: dict[str, Any],
                    severity: str = Severity.CRITICAL, now: dt.datetime | None = None) -> Finding:
@@ -108,18 +130,15 @@ def finding_report(*, check_name: str, module: Module, summary: str, evidence: d
     key = f"module:{module.pk}"
     f = Finding.objects.select_for_update().filter(check_name=check_name, subject_key=key,
                                                    state__in=ACTIVE_FINDING_STATES).first()
-    event = "open" if f is None else "update"
     if f is None:
         f = Finding(check_name=check_name, subject_kind=SubjectKind.MODULE, subject_key=key, node_id=module.node_id,
                     module=module, tier_id=module.node.tier_id if module.node_id and module.node else None,
-                    first_seen=now, status=Status.FAIL, severity=severity)
+                    first_seen=now, status=Status.FAIL, severity=severity, summary=summary, evidence=evidence,
+                    last_seen=now)
+        finding_open(finding=f)
+        findings_announce(findings=[f], event="open", now=now)
+        return f
     f.summary, f.evidence, f.last_seen = summary, evidence, now
     f.save()
-    audit_record(actor="health", action=f"finding.{event}", target=f, source=Source.SYSTEM, reason=summary[:500])
-    if event == "open":
-        notify.deliveries_create(findings=[f], event="open", now=now)
-        publish(EventType.HEALTH_FINDING, {"id": f.pk, "event": "open", "check": f.check_name, "subject": key,
-                                           "node": f.node_id, "tier": f.tier_id, "severity": f.severity,
-                                           "state": f.state, "summary": f.summary},
-                groups=[FLEET_GROUP] + ([node_group(f.node_id)] if f.node_id else []))
+    audit_record(actor=ACTOR, action="finding.update", target=f, source=Source.SYSTEM, reason=summary[:500])
     return f
