@@ -37,7 +37,6 @@ from apps.audit.models import AuditEvent
 from apps.audit.services import audit_record
 from apps.common.errors import Conflict
 from apps.common.events import FLEET_GROUP, node_group, publish
-from apps.inventory.admission import check_node
 from apps.inventory.choices import SERVING_STATES, ModuleState, NodeState
 from apps.inventory.models import Module, Node, Tier
 from apps.operations import capacity, selectors
@@ -161,7 +160,7 @@ def _move(node: Node, to: str, *, actor: Any, action: str, reason: str, source: 
         # The hard admission rules hold for every node that serves (e.g. ECC memory).
         node.state = to
         try:
-            check_node(node).raise_hard()
+            node.admission().raise_hard()
         finally:
             node.state = old
     now = timezone.now()
