@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.audit.choices import Source
-from apps.audit.services import audit_record
+from apps.audit.services import actor_name, audit_record
 from apps.common.errors import Conflict
 from apps.common.events import FLEET_GROUP, EventType, node_group, publish
 from apps.health import notify
@@ -23,7 +23,6 @@ from apps.health.checks import CHECKS, validate_params
 from apps.health.choices import ACTIVE_FINDING_STATES, FindingState, Policy, Severity, Status, SubjectKind
 from apps.health.models import Finding, HealthCheck, Silence
 from apps.inventory.models import Module, Node, Tier
-from apps.operations.lifecycle import name_of
 
 ACTOR = "health"  # who opens findings in the audit log
 
@@ -39,7 +38,7 @@ def finding_acknowledge(*, finding: Finding, reason: str, actor: Any, source: st
     if f.state == FindingState.ACKNOWLEDGED:
         return f
     f.state, f.acknowledged_at = FindingState.ACKNOWLEDGED, timezone.now()
-    f.acknowledged_by_name, f.acknowledge_reason = name_of(actor), reason
+    f.acknowledged_by_name, f.acknowledge_reason = actor_name(actor), reason
     f.save(update_fields=["state", "acknowledged_at", "acknowledged_by_name", "acknowledge_reason"])
     audit_record(actor=actor, action="health.finding_acknowledge", target=f.node or f.tier, reason=reason,
                  source=source, changes={"finding": f.pk, "check": f.check_name, "subject": f.subject_key},
@@ -57,7 +56,7 @@ def silence_create(*, reason: str, expires_at: dt.datetime, actor: Any, check_na
     if check_name and check_name not in CHECKS:
         raise ValidationError({"check": f"no check {check_name!r} (known: {', '.join(CHECKS)})"})
     s = Silence.objects.create(check_name=check_name, node=node, tier=tier, reason=reason, expires_at=expires_at,
-                               created_by_name=name_of(actor))
+                               created_by_name=actor_name(actor))
     audit_record(actor=actor, action="health.silence", target=node or tier, reason=reason, source=source,
                  changes={"check": check_name or "all", "expires_at": expires_at.isoformat()}, related=s)
     return s
@@ -92,7 +91,7 @@ def check_update(*, name: str, actor: Any, params: dict[str, Any] | None = None,
             setattr(row, field, value)
     if row.raise_n > row.raise_m:
         raise ValidationError({"raise_n": f"{row.raise_n} failures cannot fit in the last {row.raise_m} evaluations"})
-    row.updated_by_name = name_of(actor)
+    row.updated_by_name = actor_name(actor)
     row.full_clean()
     row.save()
     after = {"params": row.params, "policy": row.policy, "enabled": row.enabled, "raise_n": row.raise_n,

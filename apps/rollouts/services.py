@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from apps.audit.choices import Source
-from apps.audit.services import audit_record
+from apps.audit.services import actor_identity, actor_name, audit_record
 from apps.common.errors import Conflict
 from apps.common.events import FLEET_GROUP, publish
 from apps.health import selectors as health_selectors
@@ -23,7 +23,6 @@ from apps.inventory.choices import CombinationState, NodeState
 from apps.inventory.models import ModuleType, Node, Rack, Tier, VersionCombination
 from apps.operations import selectors as op_selectors
 from apps.operations.choices import ACTIVE_DRAIN_STATES
-from apps.operations.lifecycle import name_of, user_of
 from apps.operations.models import Drain
 from apps.rollouts import planner, transitions
 from apps.rollouts.choices import (
@@ -243,6 +242,7 @@ def rollout_create(*, spec: Spec, actor: Any, source: str = Source.API) -> Rollo
         raise ValidationError({"suite": "no published vector suite to validate upgraded nodes with"})
     plan = {"waves": planner.describe(waves, scoped.tiers, spec.max_unavailable),
             "skipped": [{"node": n.pk, "hostname": n.hostname, "reason": r} for n, r in scoped.skipped]}
+    user, name = actor_identity(actor)
     try:
         with transaction.atomic():
             rollout = Rollout.objects.create(
@@ -255,7 +255,7 @@ def rollout_create(*, spec: Spec, actor: Any, source: str = Source.API) -> Rollo
                 cohort_tolerance_pct=spec.cohort_tolerance_pct,
                 drain_deadline_s=spec.drain_deadline_s, install_timeout_s=spec.install_timeout_s,
                 vectors_timeout_s=spec.vectors_timeout_s, wave_count=len(waves), reason=spec.reason, plan=plan,
-                created_by=user_of(actor), created_by_name=name_of(actor),
+                created_by=user, created_by_name=name,
                 waiting_for="waiting for the controller to start the canary")
     except IntegrityError as exc:
         raise Conflict(f"another rollout of {spec.module_type} is active", extra={"field": "module_type"}) from exc
@@ -315,7 +315,7 @@ def rollout_pause(*, rollout: Rollout, actor: Any, reason: str = "", source: str
     if r.state not in (RolloutState.PLANNED, RolloutState.CANARY, RolloutState.WAVES):
         raise Conflict(f"rollout #{r.pk} is {r.state}; only a running rollout is paused", extra={"state": r.state})
     before = r.state
-    transitions.pause(r, message=f"paused by {name_of(actor)}" + (f": {reason}" if reason else ""))
+    transitions.pause(r, message=f"paused by {actor_name(actor)}" + (f": {reason}" if reason else ""))
     _control(r, "pause", before, actor=actor, reason=reason, source=source)
     return r
 
@@ -327,7 +327,7 @@ def rollout_resume(*, rollout: Rollout, actor: Any, reason: str = "", source: st
     r = _lock(rollout)
     if r.state != RolloutState.PAUSED:
         raise Conflict(f"rollout #{r.pk} is {r.state}; only a paused rollout is resumed", extra={"state": r.state})
-    transitions.resume(r, by=name_of(actor))
+    transitions.resume(r, by=actor_name(actor))
     _control(r, "resume", RolloutState.PAUSED, actor=actor, reason=reason, source=source)
     return r
 
@@ -341,7 +341,7 @@ def rollout_abort(*, rollout: Rollout, actor: Any, reason: str = "", source: str
         raise Conflict(f"rollout #{r.pk} is {r.state}; only a running or paused rollout is aborted",
                        extra={"state": r.state})
     before = r.state
-    transitions.abort(r, why=f"aborted by {name_of(actor)}" + (f": {reason}" if reason else ""))
+    transitions.abort(r, why=f"aborted by {actor_name(actor)}" + (f": {reason}" if reason else ""))
     _control(r, "abort", before, actor=actor, reason=reason, source=source)
     return r
 
@@ -359,6 +359,6 @@ def rollout_rollback(*, rollout: Rollout, actor: Any, reason: str = "", source: 
             module_type=r.module_type, state__in=ACTIVE_ROLLOUT_STATES).exclude(pk=r.pk).exists():
         raise Conflict(f"another rollout of {r.module_type} is active; roll this one back when it ends")
     before = r.state
-    transitions.rollback_begin(r, f"rollback asked by {name_of(actor)}" + (f": {reason}" if reason else ""))
+    transitions.rollback_begin(r, f"rollback asked by {actor_name(actor)}" + (f": {reason}" if reason else ""))
     _control(r, "rollback", before, actor=actor, reason=reason, source=source)
     return r

@@ -24,7 +24,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from apps.audit.choices import Source
-from apps.audit.services import audit_record
+from apps.audit.services import actor_identity, audit_record
 from apps.common.errors import Conflict
 from apps.inventory.choices import CombinationState
 from apps.inventory.models import Module, VersionCombination
@@ -73,10 +73,10 @@ def run_create(*, suite: Suite, modules: Iterable[Module], actor: Any, reason: s
     homeless = [m.serial for m in chosen if m.node_id is None]
     if homeless:
         raise Conflict(f"module(s) {', '.join(homeless)} are in no node; vectors run through a node's agent")
-    user = actor if getattr(actor, "is_authenticated", False) else None
+    user, name = actor_identity(actor)
     run = VectorRun.objects.create(
         suite=suite, combination=combination, purpose=purpose, phase=phase, reason=reason, timeout_s=timeout_s,
-        created_by=user, created_by_name=(user.get_username() if user else str(actor or "system"))[:150])
+        created_by=user, created_by_name=name)
     previous = previous or {}
     RunTarget.objects.bulk_create([
         RunTarget(run=run, module=m, node=m.node, previous_driver=previous.get(m.pk, ("", ""))[0],
