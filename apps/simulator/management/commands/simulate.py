@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
@@ -17,7 +18,6 @@ from apps.simulator import selectors
 from apps.simulator.engine import Engine
 from apps.simulator.runner import FleetSimulator, Tokens
 from apps.simulator.specs import Config
-from controlplane.engines import VAR_DIR
 
 
 def _world() -> Any:
@@ -44,7 +44,7 @@ class Command(BaseCommand):
                             help="seconds to poll every node's command channel once (default 10; 0 = off)")
         parser.add_argument("--peak-rps", type=float, default=300.0, help="requests/s at the busiest hour")
         parser.add_argument("--start-hour", type=float, default=9.0, help="simulated hour of day at the start")
-        parser.add_argument("--tokens", default=str(VAR_DIR / "agent-tokens.json"),
+        parser.add_argument("--tokens", default=str(settings.VAR_DIR / "agent-tokens.json"),
                             help="agent keys file written by seed_demo")
 
     def handle(self, *args: Any, **opts: Any) -> None:
