@@ -118,6 +118,8 @@ def fail(r: Rollout, now: dt.datetime, why: str, *, before: str) -> None:
 
 
 def complete(r: Rollout, now: dt.datetime) -> None:
+    """The last wave passed: ``completed`` and the combination pinned, the nodes not upgraded named; or
+    ``failed`` when no node could be upgraded at all."""
     rows = list(r.nodes.select_related("node"))
     if not any(rn.step == Step.DONE for rn in rows):
         # Every node was skipped or failed on its own at its turn: nothing was upgraded, nothing to pin.
