@@ -39,7 +39,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from apps.operations.autoscaler import Params, decide  # noqa: E402
-from apps.simulator.engine import ACCESS, HYBRID, Config, Engine, ModuleSpec, NodeSpec  # noqa: E402
+from apps.simulator.engine import Engine  # noqa: E402
+from apps.simulator.specs import ACCESS, HYBRID, Config, ModuleSpec, NodeSpec  # noqa: E402
 
 STEP_S = 10.0
 

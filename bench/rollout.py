@@ -70,21 +70,20 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
-from apps.simulator.engine import (  # noqa: E402
+from apps.simulator.engine import Engine, StepResult  # noqa: E402
+from apps.simulator.gateway import EXTERNAL_MS  # noqa: E402
+from apps.simulator.specs import (  # noqa: E402
     ACCESS,
     CPU_STAGES,
     EXTERNAL,
-    EXTERNAL_MS,
     HYBRID,
     MODEL_STAGES,
     SIGMA,
     Config,
     EndpointSpec,
-    Engine,
     FaultSpec,
     ModuleSpec,
     NodeSpec,
-    StepResult,
 )
 
 BENCH_DB = "bench_rollout"

@@ -70,9 +70,10 @@ def _measure(runs: int) -> dict[str, list[float]]:
     from django.test import Client
 
     from agent.cp_agent.vectors import VectorRunner, decode
+    from apps.vectors.advance import run_advance
     from apps.vectors.choices import RunState
     from apps.vectors.models import VectorResult
-    from apps.vectors.runs import run_advance, run_create, suite_vectors
+    from apps.vectors.runs import run_create, suite_vectors
 
     suite, module, key = _setup()
     client = Client(HTTP_AUTHORIZATION=f"Agent {key}")

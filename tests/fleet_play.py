@@ -10,9 +10,10 @@ import time
 from django.utils import timezone
 
 from apps.inventory.models import Node
-from apps.simulator.engine import Config, Engine
+from apps.simulator.engine import Engine
 from apps.simulator.runner import CONTRACT
 from apps.simulator.selectors import fleet_specs
+from apps.simulator.specs import Config
 from apps.telemetry.choices import AgentKind
 from apps.telemetry.services import agent_token_issue, telemetry_ingest, telemetry_rollup
 

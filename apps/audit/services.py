@@ -41,6 +41,18 @@ def diff(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[st
     return {k: [before.get(k), after.get(k)] for k in keys if before.get(k) != after.get(k)}
 
 
+def actor_identity(actor: Any) -> tuple[Any, str]:
+    """Who acted: (the user, when a signed-in person did; None for the system) and the name kept with
+    the record (the username, or the system actor's name such as ``health``; "system" when none)."""
+    user = actor if getattr(actor, "is_authenticated", False) else None
+    return user, (str(user.get_username()) if user else str(actor or "system"))[:150]
+
+
+def actor_name(actor: Any) -> str:
+    """The name ``actor_identity`` keeps for ``actor``."""
+    return actor_identity(actor)[1]
+
+
 def audit_record(
     *,
     actor: Any,
@@ -56,14 +68,14 @@ def audit_record(
 ) -> AuditEvent:
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("audit_record must run inside the transaction of the change it records")
-    user = actor if getattr(actor, "is_authenticated", False) else None
+    user, name = actor_identity(actor)
     if target is not None:
         target_type = target_type or target._meta.model_name or ""
         target_id = target_id or str(target.pk)
         target_repr = target_repr or str(target)[:200]
     return AuditEvent.objects.create(
         actor=user,
-        actor_name=(user.get_username() if user else str(actor or "system"))[:150],
+        actor_name=name,
         action=action,
         target_type=target_type,
         target_id=target_id,

@@ -12,7 +12,7 @@ import datetime as dt
 import logging
 import math
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import transaction
 from rest_framework.exceptions import APIException
@@ -20,16 +20,15 @@ from rest_framework.exceptions import APIException
 from apps.audit.choices import Source
 from apps.audit.services import audit_record
 from apps.health import hysteresis, selectors
-from apps.health.checks import BREAKER, CHECKS, Outcome
+from apps.health.checks import BREAKER, CHECKS
 from apps.health.choices import ACTIVE_FINDING_STATES, FindingState, Policy, Severity, Status, SubjectKind
+from apps.health.evaluation import Evaluation, Limits, Subject
+from apps.health.inputs import Outcome
 from apps.health.models import Finding
 from apps.inventory.models import Module, Node, Tier
 from apps.operations import lifecycle
 from apps.operations import selectors as operations
 from apps.operations.choices import Owner
-
-if TYPE_CHECKING:
-    from apps.health.sweep import Evaluation, Limits
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +45,6 @@ def _acting_checks(configs: dict[str, selectors.CheckConfig]) -> list[str]:
 def breaker_evaluations(*, evals: list[Evaluation], configs: dict[str, selectors.CheckConfig], lim: Limits,
                         now: dt.datetime) -> list[Evaluation]:
     """Per tier and acting check: does more than ``breaker`` of the tier's serving nodes fail it?"""
-    from apps.health.sweep import Evaluation, Subject
-
     acting = _acting_checks(configs)
     if not acting:
         return []

@@ -13,96 +13,27 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from apps.health.choices import Evidence, Policy, Severity, Status, SubjectKind
-
-PASS, WARN, FAIL, UNKNOWN = Status.PASS.value, Status.WARN.value, Status.FAIL.value, Status.UNKNOWN.value
+from apps.health.choices import Evidence, Policy, Severity, SubjectKind
+from apps.health.inputs import (
+    FAIL,
+    PASS,
+    UNKNOWN,
+    WARN,
+    Context,
+    EndpointView,
+    ModuleView,
+    NodeView,
+    Outcome,
+    TierView,
+)
+from apps.inventory.choices import SERVING_STATES, NodeState
 
 # Node states a node reports in (the heartbeat's): maintenance, failed and retired nodes are not checked.
-WATCHED_NODE_STATES = frozenset({"standby", "active", "cordoned", "draining", "drained", "unreachable"})
-SERVING_NODE_STATES = frozenset({"active", "cordoned", "draining"})
-
-
-@dataclass(frozen=True)
-class Outcome:
-    status: str
-    summary: str
-    evidence: dict[str, Any] = field(default_factory=dict)
-    severity: str | None = None  # overrides the check's severity (e.g. an uncorrected ECC error)
-    score: float = 0.0  # how bad: the finding keeps the evidence of its worst evaluation
-    stale: bool = False  # unknown because the subject's telemetry stopped (the heartbeat's finding)
-
-
-@dataclass
-class NodeView:
-    id: int
-    hostname: str
-    tier_id: int
-    state: str
-    age_s: float | None  # seconds since the last report, None: never reported
-    cpu: float | None
-    in_flight: int | None
-    cpu_minutes: list[tuple[dt.datetime, float, float]]  # (minute, mean, max) oldest first
-    module_utils: list[float]  # fresh latest utilisation of its serving modules
-    modules: int
-    overdue_drain: dict[str, Any] | None = None  # its drain, when the deadline passed with work in flight
-
-
-@dataclass
-class ModuleView:
-    id: int
-    serial: str
-    node_id: int
-    tier_id: int
-    node_state: str
-    state: str
-    capabilities: frozenset[str]
-    rated_power_w: float
-    lanes: int  # the module type's expected link width
-    driver: str
-    framework: str
-    pinned: tuple[str, str] | None  # the type's pinned (driver, framework)
-    age_s: float | None
-    latest: dict[str, Any]  # ModuleStatus figures
-    baseline: dict[str, Any] | None  # counters at the start of the window (rollups), with first_minute
-
-
-@dataclass
-class EndpointView:
-    """An external endpoint of tier 3 (a GPU cluster or a cloud model API): not a node, never held."""
-
-    id: int
-    name: str
-    tier_id: int
-    quota_rpm: int  # requests per minute it allows
-    quota_tpm: int  # tokens per minute it allows
-    slo_ms: int  # its latency objective (p95)
-    minutes: list[dict[str, Any]]  # the gateway's per-minute figures in the window, oldest first
-
-
-@dataclass
-class TierView:
-    id: int
-    name: str
-    kind: str
-    module_util: float | None  # mean latest utilisation of its serving modules
-    modules: int
-    queue_minutes: list[tuple[dt.datetime, float]]
-    stage_p95: dict[str, list[float]]
-    endpoints: list[EndpointView] = field(default_factory=list)  # its enabled external endpoints
-
-
-@dataclass
-class Context:
-    """What a check may compare a subject with: now, the tier's median node (latest and per minute)."""
-
-    now: dt.datetime
-    stale_s: float
-    tier_median_cpu: dict[int, float] = field(default_factory=dict)
-    tier_median_cpu_max: dict[int, dict[dt.datetime, float]] = field(default_factory=dict)
-    tier_median_cpu_mean: dict[int, dict[dt.datetime, float]] = field(default_factory=dict)
+WATCHED_NODE_STATES = frozenset({NodeState.STANDBY, NodeState.ACTIVE, NodeState.CORDONED, NodeState.DRAINING,
+                                 NodeState.DRAINED, NodeState.UNREACHABLE})
 
 
 def _fresh_node(n: NodeView, ctx: Context) -> Outcome | None:
@@ -131,7 +62,7 @@ def heartbeat(n: NodeView, p: dict[str, Any], ctx: Context) -> Outcome | None:
         return None
     timeout = float(p["timeout_s"])
     ev = {"last_report_s": _r(n.age_s, 1), "timeout_s": timeout, "state": n.state}
-    if n.state == "unreachable" or n.age_s is None or n.age_s > timeout:
+    if n.state == NodeState.UNREACHABLE or n.age_s is None or n.age_s > timeout:
         silent = "never reported" if n.age_s is None else f"silent for {n.age_s:.0f} s"
         return Outcome(FAIL, f"{n.hostname} {silent} (timeout {timeout:g} s), {n.state}", ev,
                        score=(n.age_s or 1e6) / timeout)
@@ -139,7 +70,7 @@ def heartbeat(n: NodeView, p: dict[str, Any], ctx: Context) -> Outcome | None:
 
 
 def cpu_bound(n: NodeView, p: dict[str, Any], ctx: Context) -> Outcome | None:
-    if n.state not in SERVING_NODE_STATES:
+    if n.state not in SERVING_STATES:
         return None
     if (stale := _fresh_node(n, ctx)) is not None:
         return stale
@@ -171,7 +102,7 @@ def noisy_neighbour(n: NodeView, p: dict[str, Any], ctx: Context) -> Outcome | N
     transient, not a step to a sustained load: that is cpu_bound's). The latest report counts as the
     current minute when it stands ``amplitude`` above the tier's median node now, the node's newest
     minute was calm and the minute before is not a spike already (a step up is not two spikes)."""
-    if n.state not in SERVING_NODE_STATES:
+    if n.state not in SERVING_STATES:
         return None
     if (stale := _fresh_node(n, ctx)) is not None:
         return stale
@@ -209,7 +140,7 @@ def drain_deadline(n: NodeView, p: dict[str, Any], ctx: Context) -> Outcome | No
     """A drain whose deadline passed with requests still in flight (and set to alert, not force)."""
     d = n.overdue_drain
     if d is None:
-        return Outcome(PASS, "no drain past its deadline") if n.state == "draining" else None
+        return Outcome(PASS, "no drain past its deadline") if n.state == NodeState.DRAINING else None
     who = d.get("created_by_name") or d["owner"]
     late = (ctx.now - d["deadline"]).total_seconds() if d.get("deadline") else 0.0
     ev = {"drain": d["pk"], "owner": d["owner"], "by": who, "reason": d["reason"], "in_flight": n.in_flight,

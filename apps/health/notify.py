@@ -11,6 +11,7 @@ import hashlib
 from typing import Any
 
 import httpx
+from celery import current_app
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
@@ -23,6 +24,7 @@ from apps.health.models import Delivery, Finding, Receiver
 
 EVENTS = ("open", "escalate", "resolve")
 ZERO_TIME = "0001-01-01T00:00:00Z"
+NOTIFY_TASK = "apps.health.tasks.health_notify"  # sent by name: the task calls back into this module
 
 
 def deliveries_create(*, findings: list[Finding], event: str, now: dt.datetime | None = None) -> list[Delivery]:
@@ -43,10 +45,8 @@ def deliveries_create(*, findings: list[Finding], event: str, now: dt.datetime |
                 continue
             out.append(Delivery.objects.create(finding=f, receiver=r, event=event))
     if out:
-        from apps.health.tasks import health_notify
-
         ids = [d.pk for d in out]
-        transaction.on_commit(lambda: [health_notify.delay(i) for i in ids])
+        transaction.on_commit(lambda: [current_app.signature(NOTIFY_TASK, args=(i,)).delay() for i in ids])
     return out
 
 

@@ -14,15 +14,14 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
-from apps.health.checks import CHECKS, Context, EndpointView, ModuleView, NodeView, TierView
+from apps.health.checks import CHECKS
 from apps.health.choices import ACTIVE_FINDING_STATES, SEVERITY_ORDER
+from apps.health.inputs import Context, EndpointView, ModuleView, NodeView, TierView
 from apps.health.models import Finding, HealthCheck, Silence
-from apps.inventory.choices import CombinationState, ModuleState
+from apps.inventory.choices import SERVING_STATES, CombinationState, ModuleState, NodeState
 from apps.inventory.models import ExternalEndpoint, Module, Node, Tier, VersionCombination
 from apps.operations.selectors import overdue_drains
 from apps.telemetry import selectors as telemetry
-
-SERVING_NODE_STATES = ("active", "cordoned", "draining")
 
 
 @dataclass(frozen=True)
@@ -67,9 +66,9 @@ def sweep_inputs(*, now: dt.datetime, window_min: int, stale_s: float
     pins = {c["module_type_id"]: (c["driver__version"], c["framework__version"]) for c in
             VersionCombination.objects.filter(state=CombinationState.PINNED).values(
                 "module_type_id", "driver__version", "framework__version")}
-    node_rows = list(Node.objects.exclude(state="retired").values("id", "hostname", "tier_id", "state"))
+    node_rows = list(Node.objects.exclude(state=NodeState.RETIRED).values("id", "hostname", "tier_id", "state"))
     node_by_id = {n["id"]: n for n in node_rows}
-    module_rows = list(Module.objects.filter(node__isnull=False).exclude(node__state="retired").values(
+    module_rows = list(Module.objects.filter(node__isnull=False).exclude(node__state=NodeState.RETIRED).values(
         "id", "serial", "node_id", "state", "driver_version", "framework_version", "module_type_id",
         "module_type__capabilities", "module_type__power_w", "module_type__pcie_lanes"))
 
@@ -106,7 +105,7 @@ def sweep_inputs(*, now: dt.datetime, window_min: int, stale_s: float
     peaks: dict[int, dict[dt.datetime, list[float]]] = defaultdict(lambda: defaultdict(list))
     means: dict[int, dict[dt.datetime, list[float]]] = defaultdict(lambda: defaultdict(list))
     for nv in nodes:
-        if nv.state not in SERVING_NODE_STATES:
+        if nv.state not in SERVING_STATES:
             continue
         if nv.cpu is not None and nv.age_s is not None and nv.age_s <= stale_s:
             cpu_now[nv.tier_id].append(nv.cpu)
@@ -120,7 +119,7 @@ def sweep_inputs(*, now: dt.datetime, window_min: int, stale_s: float
     tier_utils: dict[int, list[float]] = defaultdict(list)
     tier_modules: dict[int, int] = defaultdict(int)
     for nv in nodes:
-        if nv.state in SERVING_NODE_STATES:
+        if nv.state in SERVING_STATES:
             tier_utils[nv.tier_id].extend(nv.module_utils)
             tier_modules[nv.tier_id] += nv.modules
     endpoints: dict[int, list[EndpointView]] = defaultdict(list)
@@ -140,9 +139,9 @@ def sweep_inputs(*, now: dt.datetime, window_min: int, stale_s: float
 def serving_counts() -> dict[int, dict[str, int]]:
     """Per tier id: serving nodes and serving modules (the safety limits' denominators)."""
     out: dict[int, dict[str, int]] = defaultdict(lambda: {"nodes": 0, "modules": 0})
-    for tier_id in Node.objects.filter(state__in=SERVING_NODE_STATES).values_list("tier_id", flat=True):
+    for tier_id in Node.objects.filter(state__in=SERVING_STATES).values_list("tier_id", flat=True):
         out[tier_id]["nodes"] += 1
-    for tier_id in Module.objects.filter(node__state__in=SERVING_NODE_STATES,
+    for tier_id in Module.objects.filter(node__state__in=SERVING_STATES,
                                          state__in=(ModuleState.HEALTHY, ModuleState.DEGRADED)).values_list(
             "node__tier_id", flat=True):
         out[tier_id]["modules"] += 1

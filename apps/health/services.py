@@ -1,6 +1,7 @@
 """Writes of health by people: acknowledge a finding, silence, edit a check. Each in
-one transaction with its audit record. The sweep's writes are in ``sweep.py`` and
-``actions.py``. Other parts of the control plane report findings of their own
+one transaction with its audit record. Opening a finding (``finding_open``, always audited) and
+announcing it are here too, for the sweep and for other parts. The sweep's other writes are in
+``sweep.py`` and ``actions.py``. Other parts of the control plane report findings of their own
 (``finding_report``: a regression run's failed vectors) without the sweep's
 hysteresis, since what they report is a verdict, not a sample."""
 
@@ -14,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.audit.choices import Source
-from apps.audit.services import audit_record
+from apps.audit.services import actor_name, audit_record
 from apps.common.errors import Conflict
 from apps.common.events import FLEET_GROUP, EventType, node_group, publish
 from apps.health import notify
@@ -22,7 +23,8 @@ from apps.health.checks import CHECKS, validate_params
 from apps.health.choices import ACTIVE_FINDING_STATES, FindingState, Policy, Severity, Status, SubjectKind
 from apps.health.models import Finding, HealthCheck, Silence
 from apps.inventory.models import Module, Node, Tier
-from apps.operations.lifecycle import name_of
+
+ACTOR = "health"  # who opens findings in the audit log
 
 
 @transaction.atomic
@@ -36,7 +38,7 @@ def finding_acknowledge(*, finding: Finding, reason: str, actor: Any, source: st
     if f.state == FindingState.ACKNOWLEDGED:
         return f
     f.state, f.acknowledged_at = FindingState.ACKNOWLEDGED, timezone.now()
-    f.acknowledged_by_name, f.acknowledge_reason = name_of(actor), reason
+    f.acknowledged_by_name, f.acknowledge_reason = actor_name(actor), reason
     f.save(update_fields=["state", "acknowledged_at", "acknowledged_by_name", "acknowledge_reason"])
     audit_record(actor=actor, action="health.finding_acknowledge", target=f.node or f.tier, reason=reason,
                  source=source, changes={"finding": f.pk, "check": f.check_name, "subject": f.subject_key},
@@ -54,7 +56,7 @@ def silence_create(*, reason: str, expires_at: dt.datetime, actor: Any, check_na
     if check_name and check_name not in CHECKS:
         raise ValidationError({"check": f"no check {check_name!r} (known: {', '.join(CHECKS)})"})
     s = Silence.objects.create(check_name=check_name, node=node, tier=tier, reason=reason, expires_at=expires_at,
-                               created_by_name=name_of(actor))
+                               created_by_name=actor_name(actor))
     audit_record(actor=actor, action="health.silence", target=node or tier, reason=reason, source=source,
                  changes={"check": check_name or "all", "expires_at": expires_at.isoformat()}, related=s)
     return s
@@ -89,7 +91,7 @@ def check_update(*, name: str, actor: Any, params: dict[str, Any] | None = None,
             setattr(row, field, value)
     if row.raise_n > row.raise_m:
         raise ValidationError({"raise_n": f"{row.raise_n} failures cannot fit in the last {row.raise_m} evaluations"})
-    row.updated_by_name = name_of(actor)
+    row.updated_by_name = actor_name(actor)
     row.full_clean()
     row.save()
     after = {"params": row.params, "policy": row.policy, "enabled": row.enabled, "raise_n": row.raise_n,
@@ -97,6 +99,25 @@ def check_update(*, name: str, actor: Any, params: dict[str, Any] | None = None,
     audit_record(actor=actor, action="health.check_update", target=row, reason=f"check {name} edited",
                  source=source, changes={k: [before[k], after[k]] for k in after if before[k] != after[k]})
     return row
+
+
+def finding_open(*, finding: Finding) -> Finding:
+    """Open a finding (a new one, or a resolved one raised again): save it with its audit record. The
+    caller tells receivers and pages with ``findings_announce`` (the sweep once for all it opened)."""
+    finding.save()
+    audit_record(actor=ACTOR, action="finding.open", target=finding, source=Source.SYSTEM,
+                 reason=finding.summary[:500])
+    return finding
+
+
+def findings_announce(*, findings: list[Finding], event: str, now: dt.datetime) -> None:
+    """Notify the receivers (after commit) and push each finding's ``event`` to the fleet and its node."""
+    notify.deliveries_create(findings=findings, event=event, now=now)
+    for f in findings:
+        publish(EventType.HEALTH_FINDING, {"id": f.pk, "event": event, "check": f.check_name,
+                                           "subject": f.subject_key, "node": f.node_id, "tier": f.tier_id,
+                                           "severity": f.severity, "state": f.state, "summary": f.summary},
+                groups=[FLEET_GROUP] + ([node_group(f.node_id)] if f.node_id else []))
 
 
 @transaction.atomic
@@ -108,18 +129,15 @@ def finding_report(*, check_name: str, module: Module, summary: str, evidence: d
     key = f"module:{module.pk}"
     f = Finding.objects.select_for_update().filter(check_name=check_name, subject_key=key,
                                                    state__in=ACTIVE_FINDING_STATES).first()
-    event = "open" if f is None else "update"
     if f is None:
         f = Finding(check_name=check_name, subject_kind=SubjectKind.MODULE, subject_key=key, node_id=module.node_id,
                     module=module, tier_id=module.node.tier_id if module.node_id and module.node else None,
-                    first_seen=now, status=Status.FAIL, severity=severity)
+                    first_seen=now, status=Status.FAIL, severity=severity, summary=summary, evidence=evidence,
+                    last_seen=now)
+        finding_open(finding=f)
+        findings_announce(findings=[f], event="open", now=now)
+        return f
     f.summary, f.evidence, f.last_seen = summary, evidence, now
     f.save()
-    audit_record(actor="health", action=f"finding.{event}", target=f, source=Source.SYSTEM, reason=summary[:500])
-    if event == "open":
-        notify.deliveries_create(findings=[f], event="open", now=now)
-        publish(EventType.HEALTH_FINDING, {"id": f.pk, "event": "open", "check": f.check_name, "subject": key,
-                                           "node": f.node_id, "tier": f.tier_id, "severity": f.severity,
-                                           "state": f.state, "summary": f.summary},
-                groups=[FLEET_GROUP] + ([node_group(f.node_id)] if f.node_id else []))
+    audit_record(actor=ACTOR, action="finding.update", target=f, source=Source.SYSTEM, reason=summary[:500])
     return f

@@ -1,6 +1,7 @@
 """The health sweep: evaluate every enabled check on the whole fleet, keep each
 subject's recent outcomes, raise and resolve findings with hysteresis, then act
-within the safety limits (``actions.py``).
+within the safety limits (``actions.py``). What it works on (subjects, evaluations, limits) is
+in ``evaluation.py``; a finding is opened and announced by ``services.finding_open``.
 
 A check that raises an exception on a subject gives that subject ``unknown`` and
 one ``checker`` finding naming the check; the sweep goes on with the others."""
@@ -9,59 +10,20 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.common.events import FLEET_GROUP, EventType, node_group, publish
-from apps.health import actions, hysteresis, notify, selectors
-from apps.health.checks import BREAKER, CHECKER, CHECKS, Outcome
+from apps.health import actions, hysteresis, selectors, services
+from apps.health.checks import BREAKER, CHECKER, CHECKS
 from apps.health.choices import ACTIVE_FINDING_STATES, SEVERITY_ORDER, FindingState, Severity, Status, SubjectKind
+from apps.health.evaluation import Evaluation, Limits, Subject, limits
+from apps.health.inputs import Outcome
 from apps.health.models import CheckState, Finding
+from apps.inventory.choices import ModuleState, NodeState
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The sweep's safety limits and timings (settings HEALTH_*)."""
-
-    max_unavailable: float = 0.10  # share of a tier's serving nodes health may hold at once
-    actions_per_hour: float = 0.10  # new holds per tier per hour: max(3, this share of its nodes)
-    breaker: float = 0.20  # more than this share of a tier failing one check: no action, one fleet finding
-    breaker_min_nodes: int = 3  # ... and at least this many nodes (one node of a small tier is not a storm)
-    cooldown_s: float = 300  # a resolved finding's hold is released after this
-    flap_window_s: float = 1800  # a finding raised again this soon after resolving reopens
-    flap_after: int = 2  # reopened this often: flapping (needs flap_clear_factor × K passes to resolve)
-    flap_clear_factor: int = 6
-    unknown_after: int = 30  # evaluations in a row a check could not judge (not for silence): a finding
-
-
-def limits() -> Limits:
-    return Limits(**{k: type(v)(getattr(settings, f"HEALTH_{k.upper()}", v))
-                     for k, v in Limits().__dict__.items()})
-
-
-@dataclass
-class Subject:
-    kind: str
-    key: str
-    node_id: int | None = None
-    module_id: int | None = None
-    tier_id: int | None = None
-    label: str = ""
-
-
-@dataclass
-class Evaluation:
-    check: str
-    subject: Subject
-    outcome: Outcome
-    severity: str
-    mem: hysteresis.Memory = field(default_factory=hysteresis.Memory)
 
 
 def _subjects(nodes: list[Any], modules: list[Any], tiers: list[Any], kind: str) -> list[tuple[Subject, Any]]:
@@ -98,7 +60,7 @@ def evaluate(*, now: dt.datetime, configs: dict[str, selectors.CheckConfig], lim
             if spec.subject == SubjectKind.MODULE:
                 if spec.capability and spec.capability not in view.capabilities:
                     continue  # the module type does not report it: never a finding for what it lacks
-                if view.node_state in ("maintenance", "failed") or view.state == "failed":
+                if view.node_state in (NodeState.MAINTENANCE, NodeState.FAILED) or view.state == ModuleState.FAILED:
                     continue
             try:
                 outcome = spec.fn(view, cfg.params, ctx)
@@ -196,7 +158,7 @@ def _apply(evals: list[Evaluation], configs: dict[str, selectors.CheckConfig], n
             f.worst_score = e.outcome.score
             if f.status == Status.UNKNOWN:
                 f.summary = f"cannot evaluate for {mem.unknown_streak} sweeps: {e.outcome.summary}"
-            f.save()
+            services.finding_open(finding=f)
             active[(e.check, e.subject.key)] = f
             opened.append(f)
             continue
@@ -250,13 +212,7 @@ def sweep(*, now: dt.datetime | None = None) -> dict[str, Any]:
         breakers = actions.breaker_evaluations(evals=evals, configs=configs, lim=lim, now=now)
         changes_b = _apply(breakers, configs, now, lim)
         for event, key in (("open", "opened"), ("escalate", "escalated"), ("resolve", "resolved")):
-            notify.deliveries_create(findings=changes[key] + changes_b[key], event=event, now=now)
-            for f in changes[key] + changes_b[key]:
-                groups = [FLEET_GROUP] + ([node_group(f.node_id)] if f.node_id else [])
-                publish(EventType.HEALTH_FINDING, {"id": f.pk, "event": event, "check": f.check_name,
-                                                   "subject": f.subject_key, "node": f.node_id, "tier": f.tier_id,
-                                                   "severity": f.severity, "state": f.state, "summary": f.summary},
-                        groups=groups)
+            services.findings_announce(findings=changes[key] + changes_b[key], event=event, now=now)
     done = actions.act(configs=configs, lim=lim, now=now)
     released = actions.release_due(now=now)
     return {"evaluations": len(evals), "opened": [f.pk for f in changes["opened"] + changes_b["opened"]],

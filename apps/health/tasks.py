@@ -9,9 +9,10 @@ import uuid
 from typing import Any
 
 from celery import shared_task
+from django.conf import settings
 from django.core.cache import cache
 
-from apps.health import sweep
+from apps.health import notify, sweep
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +42,6 @@ NOTIFY_RETRIES = 5
              max_retries=NOTIFY_RETRIES)
 def health_notify(self: Any, delivery_id: int) -> str:
     """Send one notification; on failure retry with exponential backoff, then mark it failed."""
-    from django.conf import settings
-
-    from apps.health import notify
-
     try:
         return str(notify.deliver(delivery_id=delivery_id).state)
     except Exception as exc:

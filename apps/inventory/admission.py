@@ -5,16 +5,18 @@ fifth module on a node, two modules in one slot.  Soft rules produce warnings
 stored on the node; an admin can make any of them reject the change
 (``AdmissionRule.enforcement``).  Messages name the field and the numbers.
 
-Model ``clean()`` calls these, so the admin, the browser and the API (whose
-serializers run ``full_clean()``) apply the same rules.
+Model ``clean()`` calls these (through ``Node.admission()`` and
+``Module.admission()``, which read the installed modules and the rule settings
+and hand them in), so the admin, the browser and the API (whose serializers run
+``full_clean()``) apply the same rules. Nothing here reads the database.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from django.core.exceptions import ValidationError
 
@@ -27,8 +29,60 @@ from apps.inventory.choices import (
     TierKind,
 )
 
-if TYPE_CHECKING:
-    from apps.inventory.models import Module, ModuleType, Node
+
+# What the rules read of a tier, a node, a module type and a module (the inventory's models have these).
+class TierFacts(Protocol):
+    @property
+    def kind(self) -> str: ...
+
+
+class NodeFacts(Protocol):
+    @property
+    def hostname(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def ecc_memory(self) -> bool: ...
+    @property
+    def pcie_lanes(self) -> int: ...
+    @property
+    def cpu_power_w(self) -> int: ...
+    @property
+    def power_budget_w(self) -> int: ...
+    @property
+    def cpu_clock_ghz(self) -> Decimal: ...
+    @property
+    def tier_id(self) -> int | None: ...
+    @property
+    def tier(self) -> TierFacts: ...
+
+
+class ModuleTypeFacts(Protocol):
+    @property
+    def pcie_lanes(self) -> int: ...
+    @property
+    def power_w(self) -> int: ...
+    @property
+    def int8_tops(self) -> Decimal: ...
+
+
+class ModuleFacts(Protocol):
+    @property
+    def serial(self) -> str: ...
+    @property
+    def slot(self) -> int | None: ...
+    @property
+    def module_type(self) -> ModuleTypeFacts: ...
+
+
+class PlacedModuleFacts(ModuleFacts, Protocol):
+    @property
+    def node_id(self) -> int | None: ...
+    @property
+    def module_type_id(self) -> int | None: ...
+
+
+RuleSettings = dict[str, tuple[str, Decimal | None]]
 
 DEFAULT_THRESHOLDS = {
     RuleCode.CPU_CLOCK: Decimal("3.0"),
@@ -49,18 +103,18 @@ class Findings:
             raise ValidationError(self.errors)
 
 
-def rule_settings() -> dict[str, tuple[str, Decimal | None]]:
-    from apps.inventory.models import AdmissionRule
-
-    out: dict[str, tuple[str, Decimal | None]] = {
+def rule_settings(rules: Iterable[tuple[str, str, Decimal | None]]) -> RuleSettings:
+    """Each rule's (enforcement, threshold): the stored ``(code, enforcement, threshold)`` rows over
+    the defaults."""
+    out: RuleSettings = {
         code: (Enforcement.WARN, DEFAULT_THRESHOLDS.get(RuleCode(code))) for code in RuleCode.values
     }
-    for rule in AdmissionRule.objects.all():
-        out[rule.code] = (rule.enforcement, rule.threshold if rule.threshold is not None else out[rule.code][1])
+    for code, enforcement, threshold in rules:
+        out[code] = (enforcement, threshold if threshold is not None else out[code][1])
     return out
 
 
-def _soft(findings: Findings, settings: dict[str, tuple[str, Decimal | None]], code: str,
+def _soft(findings: Findings, settings: RuleSettings, code: str,
           field_name: str, message: str) -> None:
     if settings[code][0] == Enforcement.REJECT:
         findings.error(field_name, message)
@@ -72,8 +126,8 @@ def _fmt(value: Decimal | float | int) -> str:
     return f"{Decimal(value).normalize():f}"
 
 
-def evaluate(node: Node, modules: Iterable[tuple[ModuleType, int | None]],
-             *, module_field: str | None = None) -> Findings:
+def evaluate(node: NodeFacts, modules: Iterable[tuple[ModuleTypeFacts, int | None]],
+             *, settings: RuleSettings, module_field: str | None = None) -> Findings:
     """Evaluate every rule for ``node`` carrying ``modules`` (type, slot) pairs.
 
     ``module_field``: report soft-rule rejections on this field (a module
@@ -81,7 +135,6 @@ def evaluate(node: Node, modules: Iterable[tuple[ModuleType, int | None]],
     """
     findings = Findings()
     mods = list(modules)
-    settings = rule_settings()
     name = node.hostname or "(new node)"
 
     if node.state in SERVING_STATES and not node.ecc_memory:
@@ -122,28 +175,19 @@ def evaluate(node: Node, modules: Iterable[tuple[ModuleType, int | None]],
     return findings
 
 
-def _installed(node: Node, exclude_pk: int | None = None) -> list[Module]:
-    if not node.pk:
-        return []
-    qs = node.modules.select_related("module_type")
-    if exclude_pk:
-        qs = qs.exclude(pk=exclude_pk)
-    return list(qs)
+def check_node(node: NodeFacts, *, installed: Sequence[ModuleFacts], settings: RuleSettings) -> Findings:
+    """Every rule for ``node`` carrying its ``installed`` modules."""
+    return evaluate(node, [(m.module_type, m.slot) for m in installed], settings=settings)
 
 
-def check_node(node: Node) -> Findings:
-    return evaluate(node, [(m.module_type, m.slot) for m in _installed(node)])
-
-
-def check_module(module: Module) -> Findings:
-    if module.node_id is None:
+def check_module(module: PlacedModuleFacts, *, node: NodeFacts | None, others: Sequence[ModuleFacts],
+                 settings: RuleSettings) -> Findings:
+    """Every rule for ``module`` placed on ``node`` beside the node's ``others`` modules."""
+    if module.node_id is None or node is None:
         findings = Findings()
         if module.slot is not None:
             findings.error("slot", "a module outside a node has no slot")
         return findings
-    node = module.node
-    assert node is not None
-    others = _installed(node, exclude_pk=module.pk)
     findings = Findings()
     if len(others) >= MAX_MODULES_PER_NODE:
         findings.error("node", f"node {node.hostname} already holds {len(others)} modules; "
@@ -157,7 +201,7 @@ def check_module(module: Module) -> Findings:
     if module.module_type_id is None:
         return findings
     soft = evaluate(node, [(m.module_type, m.slot) for m in others] + [(module.module_type, module.slot)],
-                    module_field="node")
+                    settings=settings, module_field="node")
     soft.errors.pop("ecc_memory", None)  # a node-level rule; reported on node changes
     for k, v in soft.errors.items():
         for msg in v:

@@ -1,7 +1,8 @@
 """The fleet inventory: racks, tiers, nodes, module types, modules, releases,
 version combinations (pins), tier-3 endpoints and the admission rule settings.
 
-Invariants live in ``clean()`` (via ``apps.inventory.admission``) so the admin,
+Invariants live in ``clean()`` (via ``apps.inventory.admission``, which is handed
+what it judges) so the admin,
 the browser and the API enforce the same rules; state changes happen in
 ``services.py``.
 """
@@ -16,6 +17,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from apps.inventory.admission import Findings, check_module, check_node, rule_settings
 from apps.inventory.choices import (
     CombinationState,
     EndpointKind,
@@ -134,10 +136,20 @@ class Node(models.Model):
     def __str__(self) -> str:
         return self.hostname
 
-    def clean(self) -> None:
-        from apps.inventory.admission import check_node
+    def installed_modules(self, *, exclude_pk: int | None = None) -> list[Module]:
+        if not self.pk:
+            return []
+        qs = self.modules.select_related("module_type")
+        if exclude_pk:
+            qs = qs.exclude(pk=exclude_pk)
+        return list(qs)
 
-        check_node(self).raise_hard()
+    def admission(self) -> Findings:
+        """The admission rules on this node as it is now (hard errors and soft warnings)."""
+        return check_node(self, installed=self.installed_modules(), settings=AdmissionRule.current())
+
+    def clean(self) -> None:
+        self.admission().raise_hard()
 
 
 def all_capabilities() -> list[str]:
@@ -199,10 +211,14 @@ class Module(models.Model):
     def __str__(self) -> str:
         return self.serial
 
-    def clean(self) -> None:
-        from apps.inventory.admission import check_module
+    def admission(self) -> Findings:
+        """The admission rules on this module where it is placed (its slot, its node's limits)."""
+        node = self.node if self.node_id else None
+        others = node.installed_modules(exclude_pk=self.pk) if node is not None else []
+        return check_module(self, node=node, others=others, settings=AdmissionRule.current())
 
-        check_module(self).raise_hard()
+    def clean(self) -> None:
+        self.admission().raise_hard()
 
 
 class DriverRelease(models.Model):
@@ -302,3 +318,8 @@ class AdmissionRule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_code_display()} ({self.enforcement})"
+
+    @classmethod
+    def current(cls) -> dict[str, tuple[str, Decimal | None]]:
+        """Each rule's (enforcement, threshold), defaults filled in."""
+        return rule_settings(cls.objects.values_list("code", "enforcement", "threshold"))

@@ -14,7 +14,6 @@ from django.utils import timezone
 from apps.audit.choices import Source
 from apps.audit.services import audit_record, diff, snapshot
 from apps.common.errors import Conflict, django_errors
-from apps.inventory.admission import check_node
 from apps.inventory.choices import (
     MODULE_INITIAL_STATES,
     MODULE_STATE_ACTIONS,
@@ -42,7 +41,7 @@ def _label(instance: models.Model) -> str:
 
 def node_refresh_warnings(node: Node) -> list[dict[str, str]]:
     """Recompute the soft admission findings stored on ``node``."""
-    findings = check_node(node)
+    findings = node.admission()
     if findings.warnings != node.warnings:
         node.warnings = findings.warnings
         Node.objects.filter(pk=node.pk).update(warnings=findings.warnings)

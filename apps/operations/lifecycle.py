@@ -34,10 +34,9 @@ from django.utils import timezone
 
 from apps.audit.choices import Source
 from apps.audit.models import AuditEvent
-from apps.audit.services import audit_record
+from apps.audit.services import actor_identity, actor_name, audit_record
 from apps.common.errors import Conflict
 from apps.common.events import FLEET_GROUP, node_group, publish
-from apps.inventory.admission import check_node
 from apps.inventory.choices import SERVING_STATES, ModuleState, NodeState
 from apps.inventory.models import Module, Node, Tier
 from apps.operations import capacity, selectors
@@ -97,16 +96,6 @@ class Result:
 # ---- helpers ---------------------------------------------------------------------------------
 
 
-def name_of(actor: Any) -> str:
-    if getattr(actor, "is_authenticated", False):
-        return str(actor.get_username())[:150]
-    return str(actor or "system")[:150]
-
-
-def user_of(actor: Any) -> Any:
-    return actor if getattr(actor, "is_authenticated", False) else None
-
-
 def _require_reason(reason: str, what: str) -> None:
     if not reason.strip():
         raise ValidationError({"reason": f"say why the {what}"})
@@ -161,7 +150,7 @@ def _move(node: Node, to: str, *, actor: Any, action: str, reason: str, source: 
         # The hard admission rules hold for every node that serves (e.g. ECC memory).
         node.state = to
         try:
-            check_node(node).raise_hard()
+            node.admission().raise_hard()
         finally:
             node.state = old
     now = timezone.now()
@@ -226,7 +215,7 @@ def capacity_guard(*, tier: Tier, owner: str, override: bool, reason: str, criti
 def _release(hold: Drain, *, actor: Any, reason: str, overridden: bool = False) -> None:
     hold.state = DrainState.RELEASED
     hold.released_at = timezone.now()
-    hold.released_by_name = name_of(actor)
+    hold.released_by_name = actor_name(actor)
     hold.release_reason = reason
     hold.overridden = overridden
     hold.save(update_fields=["state", "released_at", "released_by_name", "release_reason", "overridden"])
@@ -255,8 +244,9 @@ def node_cordon(*, node: Node, owner: str = Owner.OPERATOR, reason: str, actor: 
         raise Conflict(f"node {node.hostname} is {node.state}; only an active node can be cordoned")
     numbers = capacity_guard(tier=node.tier, owner=owner, override=override, critical=critical,
                              reason=reason, nodes=1)
+    user, name = actor_identity(actor)
     hold = Drain.objects.create(node=node, kind=DrainKind.CORDON, owner=owner, state=DrainState.CORDONED,
-                                reason=reason, created_by=user_of(actor), created_by_name=name_of(actor),
+                                reason=reason, created_by=user, created_by_name=name,
                                 started_at=timezone.now(), resume_after=resume_after, previous_state=node.state)
     _move(node, N.CORDONED, actor=actor, action="node.cordon", reason=reason, source=source, owner=owner,
           related=hold, changes=numbers, command=(CommandKind.CORDON, {"drain": hold.pk, "owner": owner}))
@@ -299,9 +289,10 @@ def node_drain(*, node: Node, owner: str = Owner.OPERATOR, reason: str, actor: A
         if guarded and node.state == N.ACTIVE:
             numbers = capacity_guard(tier=node.tier, owner=owner, override=override, critical=critical,
                                      reason=reason, nodes=1)
+        user, name = actor_identity(actor)
         hold = Drain.objects.create(
             node=node, kind=DrainKind.DRAIN, owner=owner, state=DrainState.DRAINING, reason=reason,
-            created_by=user_of(actor), created_by_name=name_of(actor), started_at=now,
+            created_by=user, created_by_name=name, started_at=now,
             deadline=_deadline(deadline_s, now), deadline_action=deadline_action, resume_after=resume_after,
             after=after, previous_state=node.state, scale_request=scale_request)
     deadline = hold.deadline.isoformat() if hold.deadline else None
@@ -594,8 +585,9 @@ def module_quarantine(*, module: Module, owner: str = Owner.OPERATOR, reason: st
     if module.node is not None and module.node.state == N.ACTIVE:
         numbers = capacity_guard(tier=module.node.tier, owner=owner, override=override, critical=critical,
                                  reason=reason, modules=1)
+    user, name = actor_identity(actor)
     hold = Quarantine.objects.create(module=module, owner=owner, reason=reason, previous_state=module.state,
-                                     created_by=user_of(actor), created_by_name=name_of(actor))
+                                     created_by=user, created_by_name=name)
     _move_module(module, M.QUARANTINED, actor=actor, action="module.quarantine", reason=reason, source=source,
                  owner=owner, related=hold, changes=numbers,
                  command=(CommandKind.QUARANTINE_MODULE, {"serial": module.serial, "quarantine": hold.pk}))
@@ -611,7 +603,7 @@ def module_release(*, module: Module, owner: str = Owner.OPERATOR, reason: str, 
     if hold is None:
         return Result(None, False)
     overridden = _check_owner(hold, owner=owner, override=override, reason=reason, what=f"module {module.serial}")
-    hold.released_at, hold.released_by_name = timezone.now(), name_of(actor)
+    hold.released_at, hold.released_by_name = timezone.now(), actor_name(actor)
     hold.release_reason, hold.overridden = reason, overridden
     hold.save(update_fields=["released_at", "released_by_name", "release_reason", "overridden"])
     back = hold.previous_state if hold.previous_state in (M.HEALTHY, M.DEGRADED) else M.HEALTHY

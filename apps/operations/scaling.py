@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.audit.choices import Source
-from apps.audit.services import audit_record, diff, snapshot
+from apps.audit.services import actor_identity, audit_record, diff, snapshot
 from apps.common.errors import Conflict
 from apps.inventory.choices import NodeState
 from apps.inventory.models import Tier
@@ -116,8 +116,9 @@ def tier_scale(*, tier: Tier, desired: int, actor: Any, owner: str = Owner.OPERA
     if running is not None:
         running.state, running.finished_at = ScaleState.SUPERSEDED, timezone.now()
         running.save(update_fields=["state", "finished_at"])
+    user, name = actor_identity(actor)
     sr = ScaleRequest.objects.create(tier=tier, desired=desired, from_active=active, owner=owner, reason=reason,
-                                     created_by=lifecycle.user_of(actor), created_by_name=lifecycle.name_of(actor))
+                                     created_by=user, created_by_name=name)
     audit_record(actor=actor, action="tier.scale", target=tier, reason=reason, source=source,
                  changes={"active": [active, desired], **numbers}, related=sr)
     _scale_step(sr, actor=actor, source=source, drain_deadline_s=drain_deadline_s)

@@ -2,7 +2,8 @@
 waves within each tier's capacity budget. ``Rollout`` is the plan and its state; ``RolloutNode`` is
 one node's step, what it waits for and the last-known-good versions its rollback restores.
 
-State changes happen in ``services.py`` (controls) and ``controller.py`` (the steps); node and
+State changes happen in ``transitions.py`` (the rollout's, for the controls in ``services.py`` and
+the controller) and ``nodes.py`` (each node's steps); node and
 module state only through ``apps.operations.lifecycle`` with owner ``rollout``.
 """
 

@@ -1,6 +1,7 @@
 """Writes of driver rollouts: preview (nothing written), create, and the controls (pause, resume,
-abort, rollback). Each control writes one audit record linked to the rollout. The steps
-themselves are the controller's (``controller.py``)."""
+abort, rollback). Each control locks the rollout, checks the request, moves it through
+``transitions.py`` (the one place a rollout's state is written) and writes one audit record
+linked to the rollout. The steps themselves are the controller's (``controller.py``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from celery import current_app
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from apps.audit.choices import Source
-from apps.audit.services import audit_record
+from apps.audit.services import actor_identity, actor_name, audit_record
 from apps.common.errors import Conflict
 from apps.common.events import FLEET_GROUP, publish
 from apps.health import selectors as health_selectors
@@ -22,9 +23,8 @@ from apps.inventory.choices import CombinationState, NodeState
 from apps.inventory.models import ModuleType, Node, Rack, Tier, VersionCombination
 from apps.operations import selectors as op_selectors
 from apps.operations.choices import ACTIVE_DRAIN_STATES
-from apps.operations.lifecycle import name_of, user_of
 from apps.operations.models import Drain
-from apps.rollouts import planner
+from apps.rollouts import planner, transitions
 from apps.rollouts.choices import (
     ACTIVE_ROLLOUT_STATES,
     IN_PROGRESS_STEPS,
@@ -39,6 +39,7 @@ from apps.vectors.models import Suite, VectorRun
 logger = logging.getLogger(__name__)
 
 ROLLABLE_STATES = (CombinationState.VALIDATED, CombinationState.PINNED)
+ADVANCE_TASK = "apps.rollouts.tasks.rollout_advance"  # sent by name: the task runs the controller
 
 
 @dataclass
@@ -241,6 +242,7 @@ def rollout_create(*, spec: Spec, actor: Any, source: str = Source.API) -> Rollo
         raise ValidationError({"suite": "no published vector suite to validate upgraded nodes with"})
     plan = {"waves": planner.describe(waves, scoped.tiers, spec.max_unavailable),
             "skipped": [{"node": n.pk, "hostname": n.hostname, "reason": r} for n, r in scoped.skipped]}
+    user, name = actor_identity(actor)
     try:
         with transaction.atomic():
             rollout = Rollout.objects.create(
@@ -253,7 +255,7 @@ def rollout_create(*, spec: Spec, actor: Any, source: str = Source.API) -> Rollo
                 cohort_tolerance_pct=spec.cohort_tolerance_pct,
                 drain_deadline_s=spec.drain_deadline_s, install_timeout_s=spec.install_timeout_s,
                 vectors_timeout_s=spec.vectors_timeout_s, wave_count=len(waves), reason=spec.reason, plan=plan,
-                created_by=user_of(actor), created_by_name=name_of(actor),
+                created_by=user, created_by_name=name,
                 waiting_for="waiting for the controller to start the canary")
     except IntegrityError as exc:
         raise Conflict(f"another rollout of {spec.module_type} is active", extra={"field": "module_type"}) from exc
@@ -284,10 +286,8 @@ def rollout_create(*, spec: Spec, actor: Any, source: str = Source.API) -> Rollo
 
 
 def enqueue(rollout_id: int) -> None:
-    from apps.rollouts.tasks import rollout_advance
-
     try:
-        rollout_advance.apply_async(args=(rollout_id,))
+        current_app.signature(ADVANCE_TASK, args=(rollout_id,)).apply_async()
     except Exception as exc:  # the broker may be down: the periodic sweep advances it
         logger.warning("could not queue rollout #%s (%s); the sweep will advance it", rollout_id, exc)
 
@@ -315,10 +315,7 @@ def rollout_pause(*, rollout: Rollout, actor: Any, reason: str = "", source: str
     if r.state not in (RolloutState.PLANNED, RolloutState.CANARY, RolloutState.WAVES):
         raise Conflict(f"rollout #{r.pk} is {r.state}; only a running rollout is paused", extra={"state": r.state})
     before = r.state
-    r.paused_from, r.state = before, RolloutState.PAUSED
-    r.message = f"paused by {name_of(actor)}" + (f": {reason}" if reason else "")
-    r.waiting_for = "paused: waiting for resume, abort or rollback"
-    r.save(update_fields=["paused_from", "state", "message", "waiting_for"])
+    transitions.pause(r, message=f"paused by {actor_name(actor)}" + (f": {reason}" if reason else ""))
     _control(r, "pause", before, actor=actor, reason=reason, source=source)
     return r
 
@@ -330,18 +327,7 @@ def rollout_resume(*, rollout: Rollout, actor: Any, reason: str = "", source: st
     r = _lock(rollout)
     if r.state != RolloutState.PAUSED:
         raise Conflict(f"rollout #{r.pk} is {r.state}; only a paused rollout is resumed", extra={"state": r.state})
-    from apps.rollouts.controller import node_rollback_start
-
-    for rn in r.nodes.filter(step=Step.FAILED, needs_hand=False).select_related("node"):
-        node_rollback_start(r, rn, why=f"resumed past its failure by {name_of(actor)}")
-    r.failures_acknowledged = r.nodes.exclude(failure_kind="").count()
-    # A cohort gate it paused on is passed: the operator looked at the evidence and goes on.
-    r.gates = [{**g, "acknowledged": name_of(actor)}
-               if g.get("kind") == "cohort" and g.get("wave") == r.current_wave and not g.get("ok") else g
-               for g in r.gates]
-    r.state, r.paused_from = r.paused_from or RolloutState.CANARY, ""
-    r.message = ""
-    r.save(update_fields=["state", "paused_from", "message", "failures_acknowledged", "gates"])
+    transitions.resume(r, by=actor_name(actor))
     _control(r, "resume", RolloutState.PAUSED, actor=actor, reason=reason, source=source)
     return r
 
@@ -355,16 +341,7 @@ def rollout_abort(*, rollout: Rollout, actor: Any, reason: str = "", source: str
         raise Conflict(f"rollout #{r.pk} is {r.state}; only a running or paused rollout is aborted",
                        extra={"state": r.state})
     before = r.state
-    for rn in r.nodes.filter(step=Step.PENDING).select_related("node"):
-        rn.step, rn.reason, rn.waiting_for = Step.SKIPPED, "the rollout was aborted before its turn", ""
-        rn.step_changed_at = timezone.now()
-        rn.save(update_fields=["step", "reason", "waiting_for", "step_changed_at"])
-    r.state, r.finished_at = RolloutState.ABORTED, timezone.now()
-    upgraded = list(r.nodes.filter(step=Step.DONE).values_list("node__hostname", flat=True))
-    r.message = (f"aborted by {name_of(actor)}" + (f": {reason}" if reason else "")
-                 + f"; on the target: {', '.join(upgraded) or 'no node'}")
-    r.waiting_for = ""
-    r.save(update_fields=["state", "finished_at", "message", "waiting_for"])
+    transitions.abort(r, why=f"aborted by {actor_name(actor)}" + (f": {reason}" if reason else ""))
     _control(r, "abort", before, actor=actor, reason=reason, source=source)
     return r
 
@@ -382,8 +359,6 @@ def rollout_rollback(*, rollout: Rollout, actor: Any, reason: str = "", source: 
             module_type=r.module_type, state__in=ACTIVE_ROLLOUT_STATES).exclude(pk=r.pk).exists():
         raise Conflict(f"another rollout of {r.module_type} is active; roll this one back when it ends")
     before = r.state
-    from apps.rollouts.controller import rollback_begin
-
-    rollback_begin(r, f"rollback asked by {name_of(actor)}" + (f": {reason}" if reason else ""))
+    transitions.rollback_begin(r, f"rollback asked by {actor_name(actor)}" + (f": {reason}" if reason else ""))
     _control(r, "rollback", before, actor=actor, reason=reason, source=source)
     return r

@@ -1,4 +1,6 @@
-"""The fleet simulation, as plain Python (no Django, no I/O).
+"""The fleet simulation's traffic engine, as plain Python (no I/O). What the gateway reports of it
+is in ``gateway.py``, the model of faulty vector outputs in ``vector_faults.py``, its inputs in
+``specs.py``.
 
 Deterministic for a seed: the same sequence of ``step()`` calls with the same
 inputs gives the same samples.
@@ -26,91 +28,33 @@ Model
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.cp_agent import sketch
+from apps.inventory.choices import ModuleState, NodeState
+from apps.simulator.gateway import GatewayReports, poisson
+from apps.simulator.specs import (
+    ACCESS,
+    HYBRID,
+    MODEL_STAGES,
+    Config,
+    EndpointSpec,
+    FaultSpec,
+    ModuleSpec,
+    NodeSpec,
+    stable_random,
+)
 
-ACCESS = "access_logic"
-HYBRID = "hybrid_inference"
-EXTERNAL = "external_large_model"
-CPU_STAGES = ("perception", "planning", "tool_call", "memory_update")
-MODEL_STAGES = ("intent", "generation")
-STAGES = ("perception", "intent", "planning", "tool_call", "generation", "memory_update")
-# Stage base latency (ms) on an idle 3 GHz core / an idle 40-TOPS module, and the spread (lognormal sigma).
+# Stage base latency (ms) on an idle 3 GHz core / an idle 40-TOPS module.
 CPU_BASE_MS = {"perception": 25.0, "planning": 45.0, "tool_call": 180.0, "memory_update": 20.0}
 MODEL_BASE_MS = {"intent": 60.0, "generation": 320.0}
-SIGMA = {"perception": 0.3, "planning": 0.35, "tool_call": 0.5, "memory_update": 0.3, "intent": 0.25,
-         "generation": 0.3}
-EXTERNAL_MS = 900.0
-PER_NODE_DRAWS = 60  # latency draws per node and stage in the gateway's per-node breakdown
-ENDPOINT_ERROR_RATE = 0.002  # requests a healthy endpoint fails
-ENDPOINT_FAULTS = frozenset({"endpoint_slow", "endpoint_errors", "endpoint_quota"})
-SCHEDULABLE_STATES = frozenset({"active"})
-SILENT_STATES = frozenset({"retired", "failed"})
+SCHEDULABLE_STATES = frozenset({NodeState.ACTIVE})
+SILENT_STATES = frozenset({NodeState.RETIRED, NodeState.FAILED})
 POWERED_OFF_STATES = SILENT_STATES
-UNUSABLE_MODULE_STATES = frozenset({"quarantined", "failed"})
-
-
-@dataclass(frozen=True)
-class ModuleSpec:
-    serial: str
-    state: str = "healthy"
-    slot: int = 0
-    driver_version: str = ""
-    framework_version: str = ""
-    module_type: str = ""
-    lanes: int = 4
-    tops: float = 40.0
-    power_w: float = 10.0
-
-
-@dataclass(frozen=True)
-class NodeSpec:
-    hostname: str
-    tier: str
-    state: str = "active"
-    cpu_cores: int = 8
-    cpu_clock_ghz: float = 3.0
-    pcie_lanes: int = 16
-    modules: tuple[ModuleSpec, ...] = ()
-
-
-@dataclass(frozen=True)
-class EndpointSpec:
-    """An external endpoint of tier 3 the gateway sends large-model requests to."""
-
-    name: str
-    quota_rpm: int = 600
-    quota_tpm: int = 1_000_000
-
-
-@dataclass(frozen=True)
-class FaultSpec:
-    kind: str
-    node: str | None = None
-    params: dict[str, Any] = field(default_factory=dict)
-    started_at: float = 0.0  # real epoch seconds
-
-
-@dataclass
-class Config:
-    speed: float = 60.0             # simulated seconds per real second (traffic curve only)
-    peak_rps: float = 300.0         # requests/s at the busiest hour, before bursts
-    start_hour: float = 9.0         # simulated hour of day at the start
-    rounds_min: int = 5             # request rounds per agent task
-    rounds_max: int = 35
-    cpu_s_per_request: float = 0.25  # access-node core-seconds per request at 3 GHz
-    external_share: float = 0.1     # share of generation sent to the external large model
-    input_tokens: int = 500
-    output_tokens: int = 100
-    burst_chance_per_hour: float = 0.25
-    draws: int = 240                # latency draws per stage summary
-    latency_histograms: bool = True  # node samples carry a histogram of every request's stage latency
+UNUSABLE_MODULE_STATES = frozenset({ModuleState.QUARANTINED, ModuleState.FAILED})
 
 
 @dataclass
@@ -152,12 +96,6 @@ class StepResult:
     requests_per_s: float
 
 
-def _h(*parts: object) -> float:
-    """A stable pseudo-random number in [0, 1) from the parts (no global state)."""
-    digest = hashlib.sha256("|".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
-
-
 def diurnal(hour: float) -> float:
     """Share of peak traffic by hour of day: near zero at 04:00, highest mid-afternoon."""
     x = 0.5 - 0.5 * math.cos(2 * math.pi * ((hour - 4.0) % 24) / 24)
@@ -169,23 +107,16 @@ def burst_factor(sim_time: float, *, seed: int, chance_per_hour: float) -> float
     hour_index = int(sim_time // 3600)
     factor = 1.0
     for h in (hour_index - 1, hour_index):
-        if _h(seed, "burst", h) >= chance_per_hour:
+        if stable_random(seed, "burst", h) >= chance_per_hour:
             continue
-        start = h * 3600 + _h(seed, "start", h) * 3600
-        length = 600 + _h(seed, "len", h) * 1800
-        amp = 1.5 + 1.5 * _h(seed, "amp", h)
+        start = h * 3600 + stable_random(seed, "start", h) * 3600
+        length = 600 + stable_random(seed, "len", h) * 1800
+        amp = 1.5 + 1.5 * stable_random(seed, "amp", h)
         if start <= sim_time < start + length:
             phase = (sim_time - start) / length
             ramp = min(1.0, phase * 6, (1 - phase) * 6)  # quick rise, plateau, quick fall
             factor = max(factor, 1 + (amp - 1) * ramp)
     return factor
-
-
-def _percentile(sorted_values: list[float], q: float) -> float:
-    if not sorted_values:
-        return 0.0
-    idx = min(len(sorted_values) - 1, max(0, int(math.ceil(q * len(sorted_values))) - 1))
-    return sorted_values[idx]
 
 
 def link_widths(node: NodeSpec, faults: Iterable[FaultSpec] = ()) -> dict[str, tuple[int, int]]:
@@ -212,101 +143,7 @@ def link_widths(node: NodeSpec, faults: Iterable[FaultSpec] = ()) -> dict[str, t
     return out
 
 
-def operator_error(module: ModuleSpec, operator: str, faults: Iterable[FaultSpec] = ()) -> float:
-    """Relative error of ``operator`` on ``module`` against the float64 reference.
-
-    INT8 quantisation noise (1e-5..5e-4, stable per module and operator), unless an enabled
-    ``bad_combination`` fault names this module's driver and framework (and type, when given) and this
-    operator: then the operator drifts by the fault's ``error`` (default 0.08). Pure: used by the
-    regression-vector runner of the simulated backend.
-    """
-    noise = 1e-5 + 4.9e-4 * _h("opnoise", module.serial, operator.lower())
-    for f in faults:
-        if f.kind != "bad_combination":
-            continue
-        p = f.params
-        if str(p.get("operator", "")).lower() != operator.lower():
-            continue
-        if p.get("driver") != module.driver_version or p.get("framework") != module.framework_version:
-            continue
-        if p.get("module_type") and module.module_type and p["module_type"] != module.module_type:
-            continue
-        error = float(p.get("error", 0.08))
-        return error * (0.9 + 0.2 * _h("opdrift", module.serial, operator.lower()))
-    return noise
-
-
-def combination_drift(*, driver: str, framework: str, module_type: str, operator: str,
-                      faults: Iterable[FaultSpec] = ()) -> float | None:
-    """The relative error a ``bad_combination`` fault gives ``operator`` on modules running
-    ``driver`` + ``framework`` (None: the combination is clean for it). A function of the
-    combination alone, so healthy twins and struck twins each agree with one another."""
-    for f in faults:
-        if f.kind != "bad_combination":
-            continue
-        p = f.params
-        if str(p.get("operator", "")).lower() != operator.lower():
-            continue
-        if p.get("driver") != driver or p.get("framework") != framework:
-            continue
-        if p.get("module_type") and module_type and p["module_type"] != module_type:
-            continue
-        return float(p.get("error", 0.08))
-    return None
-
-
-def perturb_outputs(outputs: list[Any], *, error: float, key: str) -> list[Any]:
-    """Outputs as a bad combination computes them: a quarter of the elements (chosen by ``key``,
-    deterministically) off by ``error`` of the dtype's range (at least 1 LSB) for integers, or
-    by ``error`` relative for floats."""
-    import numpy as np
-
-    rng = np.random.default_rng(int(_h("perturb", key) * 2**32))
-    out = []
-    for o in outputs:
-        a = np.array(o, copy=True)
-        if a.size == 0:
-            out.append(a)
-            continue
-        mask = rng.random(a.shape) < 0.25
-        mask.flat[0] = True
-        if a.dtype.kind in "iu":
-            info = np.iinfo(a.dtype)
-            span = min(float(info.max) - float(info.min), 255.0)
-            delta = max(1, int(round(error * span)))
-            shifted = a.astype(np.int64) + np.where(mask, delta, 0)
-            over = shifted > info.max
-            shifted = np.where(over, a.astype(np.int64) - delta, shifted)
-            a = np.clip(shifted, info.min, info.max).astype(a.dtype)
-        elif a.dtype.kind == "f":
-            a = np.where(mask, a * (1 + error) + np.asarray(error, dtype=a.dtype), a).astype(a.dtype)
-        out.append(a)
-    return out
-
-
-def silent_corruption(*, node: NodeSpec, serial: str, faults: Iterable[FaultSpec] = ()) -> float | None:
-    """The relative change a ``silent_corruption`` fault gives the float outputs of ``serial``
-    (None: the module is sound). It strikes one module of its node: the slot named, else the first."""
-    for f in faults:
-        if f.kind != "silent_corruption" or f.node != node.hostname or not node.modules:
-            continue
-        slot = f.params.get("slot")
-        target = next((m for m in node.modules if m.slot == slot), None) if slot is not None else None
-        target = target or min(node.modules, key=lambda m: m.slot)
-        if target.serial == serial:
-            return float(f.params.get("relative", 1e-5))
-    return None
-
-
-def scale_floats(outputs: list[Any], relative: float) -> list[Any]:
-    """Float outputs times (1 + relative); integer outputs as they are."""
-    import numpy as np
-
-    return [(np.asarray(o) * (1 + relative)).astype(o.dtype) if np.asarray(o).dtype.kind == "f" else o
-            for o in outputs]
-
-
-class Engine:
+class Engine(GatewayReports):
     def __init__(self, *, seed: int = 0, config: Config | None = None, start_time: float | None = None) -> None:
         self.seed = seed
         self.config = config or Config()
@@ -339,8 +176,8 @@ class Engine:
         rt = self.nodes.get(hostname)
         if rt is None:
             rt = self.nodes[hostname] = NodeRuntime(
-                mem_util=0.25 + 0.2 * _h(self.seed, "mem", hostname),
-                boot_threads=int(180 + 80 * _h(self.seed, "thr", hostname)))
+                mem_util=0.25 + 0.2 * stable_random(self.seed, "mem", hostname),
+                boot_threads=int(180 + 80 * stable_random(self.seed, "thr", hostname)))
         return rt
 
     def set_accepting(self, hostname: str, accepting: bool) -> None:
@@ -378,16 +215,7 @@ class Engine:
         return node.tier in (ACCESS, HYBRID)
 
     def _poisson(self, lam: float) -> int:
-        if lam <= 0:
-            return 0
-        if lam > 50:
-            return max(0, int(round(self.rng.gauss(lam, math.sqrt(lam)))))
-        threshold, k, p = math.exp(-lam), 0, 1.0
-        while True:
-            p *= self.rng.random()
-            if p <= threshold:
-                return k
-            k += 1
+        return poisson(self.rng, lam)
 
     # -- one step -------------------------------------------------------------------------------
     def step(self, now: float, nodes: list[NodeSpec], faults: list[FaultSpec], dt: float | None = None,
@@ -616,7 +444,7 @@ class Engine:
                     ecc += per_min / 60 * dt * (1 + age / 60)  # the rate itself climbs
                     if age > float(fault.params.get("uncorrected_after_s", 120)) and self.rng.random() < 0.5:
                         unc += 1
-                elif n.state != "standby" and self.rng.random() < 0.002:
+                elif n.state != NodeState.STANDBY and self.rng.random() < 0.002:
                     ecc += 1  # the odd corrected error every healthy DIMM shows
                 rt.ecc_corrected[m.serial] = ecc
                 rt.ecc_uncorrected[m.serial] = unc
@@ -624,7 +452,8 @@ class Engine:
                 modules.append({
                     "serial": m.serial,
                     "util": round(u, 4),
-                    "temp_c": round(34 + 42 * u + 3 * _h(self.seed, "t", m.serial) + self.rng.gauss(0, 0.4), 1),
+                    "temp_c": round(34 + 42 * u + 3 * stable_random(self.seed, "t", m.serial)
+                                    + self.rng.gauss(0, 0.4), 1),
                     "power_w": round(m.power_w * (0.25 + 0.75 * u), 2),
                     "link_width": width,
                     "link_width_expected": expected,
@@ -634,7 +463,7 @@ class Engine:
                 })
             if n.tier != HYBRID and n.state not in SCHEDULABLE_STATES and not rt.in_flight:
                 rt.cpu_util = 0.02 + 0.01 * self.rng.random()
-            if n.state == "standby":
+            if n.state == NodeState.STANDBY:
                 rt.cpu_util = 0.01 + 0.01 * self.rng.random()
             out[n.hostname] = {
                 "node": n.hostname,
@@ -646,156 +475,3 @@ class Engine:
                 "modules": modules,
             }
         return out
-
-    def _generation_share(self, access_rps: float, hybrid: dict[str, dict[str, Any]]) -> float:
-        """Of a hybrid node's intent calls, the share that also runs generation locally (the rest goes to
-        the external large model)."""
-        hyb_rps = sum(d["rate"] for d in hybrid.values())
-        return (access_rps - access_rps * self.config.external_share) / hyb_rps if hyb_rps else 0.0
-
-    def _latency_histograms(self, node_samples: dict[str, dict[str, Any]], access_rates: dict[str, float],
-                            cpu_ms: dict[str, dict[str, float]], hybrid: dict[str, dict[str, Any]],
-                            dt: float) -> None:
-        """What a node's agent sends from its serving process's latency log (contract 3): per stage it
-        serves, a log-bucket histogram of every request's latency in the window: an access node's CPU
-        stages, a hybrid node's model stages, each a lognormal around the node's own stage latency."""
-        window = max(0.001, dt)
-        share = self._generation_share(sum(access_rates.values()), hybrid)
-        for host, sample in node_samples.items():
-            per_stage: dict[str, tuple[float, int]] = {}
-            if access_rates.get(host, 0.0) > 0 and host in cpu_ms:
-                count = int(round(access_rates[host] * window))
-                per_stage = {s: (cpu_ms[host][s], count) for s in CPU_STAGES}
-            elif host in hybrid and hybrid[host]["rate"] > 0:
-                d = hybrid[host]
-                per_stage = {s: (d["stage_ms"][s], int(round(d["rate"] * window * (1.0 if s == "intent" else share))))
-                             for s in MODEL_STAGES}
-            latency = {}
-            for s, (median, count) in per_stage.items():
-                if count <= 0:
-                    continue
-                draws = [median * math.exp(self.latency_rng.gauss(0, SIGMA[s])) for _ in range(count)]
-                if self.recorded_latencies is not None:
-                    self.recorded_latencies.setdefault((host, s), []).extend(draws)
-                latency[s] = sketch.histogram(draws)
-            if latency:
-                sample["latency"] = latency
-
-    def _draw(self, parts: list[tuple[float, float]], stage: str, n: int) -> list[float]:
-        """Latency draws (ms) from a mixture of per-node lognormals: parts = [(weight, median_ms)]."""
-        total = sum(w for w, _ in parts)
-        if total <= 0 or n <= 0:
-            return []
-        sigma = SIGMA[stage]
-        out: list[float] = []
-        for w, median in parts:
-            k = max(1, int(round(n * w / total))) if w > 0 else 0
-            out.extend(median * math.exp(self.rng.gauss(0, sigma)) for _ in range(k))
-        out.sort()
-        return out
-
-    def _summary(self, tier: str, stage: str, count: int, draws: list[float], window: float,
-                 now_iso: str) -> dict[str, Any]:
-        return {"time": now_iso, "tier": tier, "stage": stage, "window_s": round(window, 3), "count": count,
-                "p50_ms": round(_percentile(draws, 0.5), 1), "p95_ms": round(_percentile(draws, 0.95), 1),
-                "p99_ms": round(_percentile(draws, 0.99), 1), "max_ms": round(draws[-1] if draws else 0.0, 1)}
-
-    def _tier_samples(self, access: list[NodeSpec], access_rates: dict[str, float],
-                      cpu_ms: dict[str, dict[str, float]], cpu_idle_ms: dict[str, float],
-                      hybrid: dict[str, dict[str, Any]],
-                      model_ms: dict[str, float], completed_tasks: int, now: float, dt: float,
-                      endpoints: list[EndpointSpec] | None = None, faults: list[FaultSpec] | None = None
-                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        cfg = self.config
-        import datetime as _dt
-
-        now_iso = _dt.datetime.fromtimestamp(now, _dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        window = max(0.001, dt)
-        total_rps = sum(access_rates.values())
-        requests = int(round(total_rps * window))
-        ext_rps = total_rps * cfg.external_share
-        hyb_rps = sum(d["rate"] for d in hybrid.values())
-
-        def tokens(rate: float, per: int) -> int:
-            return int(round(rate * window * per * (0.9 + 0.2 * self.rng.random())))
-
-        # Queue depth: requests waiting (Little's law on the wait beyond each node's own idle service
-        # time: a slower clock or a slower module serves slower, it does not queue), plus tasks that
-        # found no schedulable node.
-        q_access = sum(access_rates[h] * max(0.0, sum(cpu_ms[h].values()) - cpu_idle_ms[h]) / 1000
-                       for h in access_rates if h in cpu_ms) + self.backlog * (cfg.rounds_min + cfg.rounds_max) / 2
-        q_hybrid = sum(d["rate"] * max(0.0, sum(d["stage_ms"].values()) - d["idle_ms"]) / 1000
-                       for d in hybrid.values())
-        tier_samples = [
-            {"time": now_iso, "tier": ACCESS, "window_s": round(window, 3), "queue_depth": int(round(q_access)),
-             "arrivals": int(round(self.last_target_rps * window)), "completions": requests,
-             "input_tokens": tokens(total_rps, cfg.input_tokens),
-             "output_tokens": tokens(total_rps, cfg.output_tokens)},
-            {"time": now_iso, "tier": HYBRID, "window_s": round(window, 3), "queue_depth": int(round(q_hybrid)),
-             "arrivals": int(round(hyb_rps * window)), "completions": int(round(hyb_rps * window)),
-             "input_tokens": tokens(hyb_rps, cfg.input_tokens), "output_tokens": tokens(hyb_rps, cfg.output_tokens)},
-            {"time": now_iso, "tier": EXTERNAL, "window_s": round(window, 3),
-             "queue_depth": int(round(ext_rps * 0.05)),
-             "arrivals": int(round(ext_rps * window)), "completions": int(round(ext_rps * window)),
-             "input_tokens": tokens(ext_rps, cfg.input_tokens), "output_tokens": tokens(ext_rps, cfg.output_tokens)},
-        ]
-        stage_samples = []
-        n_draws = cfg.draws
-        for s in CPU_STAGES:
-            parts = [(access_rates[h], cpu_ms[h][s]) for h in access_rates if h in cpu_ms and access_rates[h] > 0]
-            stage_samples.append(self._summary(ACCESS, s, requests, self._draw(parts, s, min(n_draws, requests)),
-                                               window, now_iso))
-        for s in MODEL_STAGES:
-            parts = [(d["rate"], d["stage_ms"][s]) for d in hybrid.values() if d["rate"] > 0]
-            count = int(round(hyb_rps * window)) if s == "intent" else int(round((total_rps - ext_rps) * window))
-            stage_samples.append(self._summary(HYBRID, s, count, self._draw(parts, s, min(n_draws, count)),
-                                               window, now_iso))
-        # The gateway's per-node breakdown of the model stages, what a rollout's cohort gate compares:
-        # each serving hybrid node's own calls and latency (no request fails in the simulator's stages).
-        generation_share = self._generation_share(total_rps, hybrid)
-        for host, d in hybrid.items():
-            for s in MODEL_STAGES:
-                count = int(round(d["rate"] * window * (1.0 if s == "intent" else generation_share)))
-                if count <= 0:
-                    continue
-                draws = sorted(d["stage_ms"][s] * math.exp(self.breakdown_rng.gauss(0, SIGMA[s]))
-                               for _ in range(min(PER_NODE_DRAWS, count)))
-                stage_samples.append({**self._summary(HYBRID, s, count, draws, window, now_iso), "node": host,
-                                      "errors": 0})
-        ext_count = int(round(ext_rps * window))
-        ext_parts = [(1.0, EXTERNAL_MS)]
-        if endpoints:
-            figures, ext_parts = self._endpoint_figures(endpoints, faults or [], ext_rps, window)
-            tier_samples[2]["endpoints"] = figures
-        stage_samples.append(self._summary(EXTERNAL, "generation", ext_count,
-                                           self._draw(ext_parts, "generation", min(n_draws, ext_count)),
-                                           window, now_iso))
-        return tier_samples, stage_samples
-
-    def _endpoint_figures(self, endpoints: list[EndpointSpec], faults: list[FaultSpec], ext_rps: float,
-                          window: float) -> tuple[list[dict[str, Any]], list[tuple[float, float]]]:
-        """The gateway's figures per endpoint over the window: the external tier's requests spread by quota
-        (requests, failed ones, tokens, latency p95), and the latency mixture of the tier's generation stage.
-        Faults name their endpoint (``params.endpoint``): ``endpoint_slow`` multiplies its latency,
-        ``endpoint_errors`` fails a share of its requests, ``endpoint_quota`` raises its traffic to a share of
-        its requests quota."""
-        cfg = self.config
-        total_quota = sum(e.quota_rpm for e in endpoints)
-        figures: list[dict[str, Any]] = []
-        parts: list[tuple[float, float]] = []
-        for e in endpoints:
-            f = {x.kind: x.params for x in faults if x.kind in ENDPOINT_FAULTS and x.params.get("endpoint") == e.name}
-            rate = ext_rps * (e.quota_rpm / total_quota if total_quota else 1 / len(endpoints))
-            if "endpoint_quota" in f:
-                rate = max(rate, float(f["endpoint_quota"].get("use", 0.95)) * e.quota_rpm / 60)
-            requests = self._poisson(rate * window)
-            failing = ENDPOINT_ERROR_RATE + float(f.get("endpoint_errors", {}).get("error_rate", 0.0))
-            errors = min(requests, self._poisson(requests * min(1.0, failing)))
-            median = EXTERNAL_MS * float(f.get("endpoint_slow", {}).get("latency_factor", 1.0))
-            draws = self._draw([(1.0, median)], "generation", min(cfg.draws, requests)) if requests else []
-            per_request = (cfg.input_tokens + cfg.output_tokens) * (0.9 + 0.2 * self.rng.random())
-            figures.append({"endpoint": e.name, "requests": requests, "errors": errors,
-                            "tokens": int(round(requests * per_request)),
-                            "p95_ms": round(_percentile(draws, 0.95), 1) if draws else None})
-            parts.append((rate, median))
-        return figures, parts if any(w > 0 for w, _ in parts) else [(1.0, EXTERNAL_MS)]

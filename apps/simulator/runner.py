@@ -18,22 +18,16 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from agent.cp_agent.vectors import VECTOR_PATH, VectorRunner
-from apps.simulator.engine import (
-    Engine,
-    FaultSpec,
-    ModuleSpec,
-    NodeSpec,
-    combination_drift,
-    perturb_outputs,
-    scale_floats,
-    silent_corruption,
-)
+from apps.simulator.engine import Engine
+from apps.simulator.specs import FaultSpec, ModuleSpec, NodeSpec
+from apps.simulator.vector_faults import combination_drift, perturb_outputs, scale_floats, silent_corruption
 from apps.telemetry.validation import MAX_SAMPLES
 
 log = logging.getLogger("simulator")
@@ -445,6 +439,4 @@ async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
 
 
 def _iso(ts: float) -> str:
-    import datetime as dt
-
-    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

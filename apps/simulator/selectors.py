@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.db.models import Prefetch, QuerySet
 
 from apps.inventory.models import ExternalEndpoint, Module, Node
-from apps.simulator.engine import EndpointSpec, FaultSpec, ModuleSpec, NodeSpec
 from apps.simulator.models import Fault
+from apps.simulator.specs import EndpointSpec, FaultSpec, ModuleSpec, NodeSpec
 
 
 def fault_list() -> QuerySet[Fault]:

@@ -1,10 +1,8 @@
-"""Vector runs: plan a run over modules, send ``run_vectors`` over the command channel,
-judge what the agents send back, finish the run.
+"""Vector runs, the primitives: plan a run over modules, send ``run_vectors`` over the
+command channel, judge what the agents send back, finish the run.
 
-``run_advance`` is the whole state machine of a run and is safe to call any number of
-times from any number of workers: the run row is claimed with ``SKIP LOCKED`` (a second
-worker skips a run another is advancing), each step is its own transaction, and results are
-stored once per (run, module, case) by a unique constraint (a worker killed mid-way leaves
+The run's state machine (``advance.py``) moves a run through its phases with these; results
+are stored once per (run, module, case) by a unique constraint (a worker killed mid-way leaves
 the command's results to be stored by the next pass; nothing is stored twice).
 
 Validation runs (``validation.py``) add an install phase before and a restore phase after.
@@ -20,12 +18,13 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from celery import current_app
 from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
 from apps.audit.choices import Source
-from apps.audit.services import audit_record
+from apps.audit.services import actor_identity, audit_record
 from apps.common.errors import Conflict
 from apps.inventory.choices import CombinationState
 from apps.inventory.models import Module, VersionCombination
@@ -47,14 +46,13 @@ from apps.vectors.models import RunTarget, Suite, Vector, VectorResult, VectorRu
 logger = logging.getLogger(__name__)
 
 RUN_VECTORS = "run_vectors"
+ADVANCE_TASK = "apps.vectors.tasks.vector_run_advance"  # sent by name: the task advances runs (``advance.py``)
 FINAL_TARGET_STATES = frozenset({TargetState.DONE, TargetState.TIMED_OUT, TargetState.ERROR})
 
 
 def _enqueue(run_id: int) -> None:
-    from apps.vectors.tasks import vector_run_advance
-
     try:
-        vector_run_advance.apply_async(args=(run_id,), queue="vectors")
+        current_app.signature(ADVANCE_TASK, args=(run_id,), queue="vectors").apply_async()
     except Exception as exc:  # the broker may be down: the periodic sweep advances the run
         logger.warning("could not queue run #%s (%s); the sweep will advance it", run_id, exc)
 
@@ -75,10 +73,10 @@ def run_create(*, suite: Suite, modules: Iterable[Module], actor: Any, reason: s
     homeless = [m.serial for m in chosen if m.node_id is None]
     if homeless:
         raise Conflict(f"module(s) {', '.join(homeless)} are in no node; vectors run through a node's agent")
-    user = actor if getattr(actor, "is_authenticated", False) else None
+    user, name = actor_identity(actor)
     run = VectorRun.objects.create(
         suite=suite, combination=combination, purpose=purpose, phase=phase, reason=reason, timeout_s=timeout_s,
-        created_by=user, created_by_name=(user.get_username() if user else str(actor or "system"))[:150])
+        created_by=user, created_by_name=name)
     previous = previous or {}
     RunTarget.objects.bulk_create([
         RunTarget(run=run, module=m, node=m.node, previous_driver=previous.get(m.pk, ("", ""))[0],
@@ -105,7 +103,7 @@ def run_cancel(*, run: VectorRun, actor: Any, reason: str = "", source: str = So
         locked.summary = {**locked.summary, "cancelled": True}
         locked.save(update_fields=["phase", "message", "summary"])
     else:
-        _finish(locked, RunState.CANCELLED, f"cancelled: {reason}" if reason else "cancelled")
+        run_finish(locked, RunState.CANCELLED, f"cancelled: {reason}" if reason else "cancelled")
     audit_record(actor=actor, action="vector_run.cancel", target=locked, source=source, reason=reason,
                  changes={"state": [before, locked.state]})
     run_id = locked.pk
@@ -113,7 +111,8 @@ def run_cancel(*, run: VectorRun, actor: Any, reason: str = "", source: str = So
     return locked
 
 
-def _finish(run: VectorRun, state: str, message: str) -> None:
+def run_finish(run: VectorRun, state: str, message: str) -> None:
+    """End ``run`` in ``state`` (in the caller's transaction, the run row locked)."""
     run.state = state
     run.message = message[:4000]
     run.phase = RunPhase.DONE
@@ -131,7 +130,8 @@ def _command_args(run: VectorRun, target: RunTarget, vectors: list[Vector]) -> d
             "vectors": [{"sha256": v.sha256, "operator": v.operator, "name": v.name} for v in vectors]}
 
 
-def _send_pending(run: VectorRun, now: dt.datetime) -> int:
+def send_pending(run: VectorRun, now: dt.datetime) -> int:
+    """Send ``run_vectors`` to every target not sent yet."""
     vectors = suite_vectors(run.suite)
     sent = 0
     for target in run.targets.filter(state=TargetState.PENDING).select_related("module", "node"):
@@ -228,7 +228,8 @@ def _against_baseline(vector: Vector, outputs: list[Any] | None, baseline: tuple
                         for r in reports]}
 
 
-def _collect(run: VectorRun, now: dt.datetime) -> None:
+def collect(run: VectorRun, now: dt.datetime) -> None:
+    """Judge the answers that came back and time out the targets that waited too long."""
     for target in run.targets.filter(state=TargetState.SENT).select_related("command", "module"):
         command = target.command
         if command is None:
@@ -301,58 +302,3 @@ def verdict_of(run: VectorRun, summary: dict[str, Any]) -> tuple[str, str]:
         message += ("; outputs differ from their twins' (possible silent data corruption): "
                     + ", ".join(f"{serial} ({len(cases)} case(s))" for serial, cases in outliers.items()))
     return RunState.PASSED, message
-
-
-def _step(run_id: int) -> bool:
-    """One step of one run in one transaction; True when there is more to do now."""
-    with transaction.atomic():
-        run = (VectorRun.objects.select_for_update(skip_locked=True).select_related("suite")
-               .filter(pk=run_id).first())
-        if run is None or run.state in FINAL_RUN_STATES:
-            return False
-        now = timezone.now()
-        if run.state == RunState.QUEUED:
-            run.state, run.started_at = RunState.RUNNING, now
-            run.save(update_fields=["state", "started_at"])
-        if run.phase == RunPhase.INSTALL:
-            from apps.vectors import validation
-
-            return validation.install_step(run, now)
-        if run.phase == RunPhase.RESTORE:
-            from apps.vectors import validation
-
-            return validation.restore_step(run, now)
-        if run.phase != RunPhase.EXECUTE:
-            return False
-        _send_pending(run, now)
-        _collect(run, now)
-        run.summary = {**run.summary, **run_summary(run)}
-        if run.targets.exclude(state__in=FINAL_TARGET_STATES).exists():
-            run.save(update_fields=["summary"])
-            return False
-        state, message = verdict_of(run, run.summary)
-        if run.purpose == RunPurpose.VALIDATION:
-            from apps.vectors import validation
-
-            return validation.executed(run, state, message, now)
-        _finish(run, state, message)
-        if run.purpose in (RunPurpose.NIGHTLY, RunPurpose.VERSIONS_CHANGED):
-            from apps.vectors import nightly
-
-            nightly.after_nightly(run)
-        return False
-
-
-def run_advance(run_id: int, *, max_steps: int = 10) -> str | None:
-    """Advance one run as far as it goes now; returns its state (None when unknown)."""
-    for _ in range(max_steps):
-        if not _step(run_id):
-            break
-    return VectorRun.objects.filter(pk=run_id).values_list("state", flat=True).first()
-
-
-def runs_advance() -> dict[int, str | None]:
-    """Advance every run that has not ended (the periodic sweep)."""
-    ids = list(VectorRun.objects.exclude(state__in=FINAL_RUN_STATES).order_by("id").values_list("id", flat=True))
-    return {run_id: run_advance(run_id) for run_id in ids}
-

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 
 from apps.inventory.models import VersionCombination
-from apps.vectors.choices import Outcome
+from apps.vectors.choices import FINAL_RUN_STATES, Outcome
 from apps.vectors.models import Suite, Vector, VectorResult, VectorRun
 
 
@@ -59,10 +59,6 @@ def runs_by_combination(combinations: list[VersionCombination], per: int = 5) ->
 def operator_points(*, module_type_id: int, runs: int = 30) -> list[dict[str, Any]]:
     """Per finished run of the type's combinations (newest ``runs``) and operator: cases that
     passed, cases judged (pass or fail), the worst abs error."""
-    from django.db.models import Max, Q
-
-    from apps.vectors.choices import FINAL_RUN_STATES
-
     recent = list(VectorRun.objects.filter(combination__module_type_id=module_type_id, finished_at__isnull=False,
                                            state__in=FINAL_RUN_STATES)
                   .order_by("-finished_at").values_list("pk", "finished_at")[:runs])

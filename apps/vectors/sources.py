@@ -9,9 +9,11 @@ exact, float outputs use the case's own rtol/atol.
 from __future__ import annotations
 
 import hashlib
+import tempfile
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,7 +44,7 @@ class VectorSpec:
 
 
 def _array(value: Any) -> np.ndarray:
-    from onnx import TensorProto, numpy_helper
+    from onnx import TensorProto, numpy_helper  # lazy: onnx takes ~0.5 s to load; web and workers skip it
 
     if isinstance(value, TensorProto):
         return np.asarray(numpy_helper.to_array(value))
@@ -60,8 +62,8 @@ def _operator(op_types: list[str], wanted: Iterable[str]) -> str | None:
 
 def onnx_node_cases(operators: Iterable[str] = INT8_OPERATORS) -> Iterator[VectorSpec]:
     """The onnx package's node cases using one of ``operators``: one vector per data set."""
-    import onnx
-    from onnx.backend.test.case.node import collect_testcases
+    import onnx  # lazy: onnx takes ~0.5 s to load; web and workers skip it
+    from onnx.backend.test.case.node import collect_testcases  # (same)
 
     ops = list(operators)
     with warnings.catch_warnings():
@@ -97,7 +99,7 @@ def onnx_node_cases(operators: Iterable[str] = INT8_OPERATORS) -> Iterator[Vecto
 
 def _mlp(seed: int) -> Any:
     """A small float model: 16 inputs, a hidden layer of 32 with ReLU, 10 logits."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper, numpy_helper  # lazy: onnx takes ~0.5 s to load; web and workers skip it
 
     rng = np.random.default_rng(seed)
     w1 = (rng.standard_normal((16, 32)) * 0.4).astype(np.float32)
@@ -127,12 +129,9 @@ MODEL_TOLERANCE = {"gate": ["max_abs", "top1", "cosine"], "max_abs_error": 0.5, 
 def model_int8_cases(seed: int = 12, batch: int = 64) -> Iterator[VectorSpec]:
     """A small float model quantised to INT8 with ``onnxruntime.quantization`` (static, QOperator:
     QLinearMatMul and QLinearAdd), judged against the float model's own outputs on a fixed input set."""
-    import tempfile
-    from pathlib import Path
-
-    import onnx
-    import onnxruntime as ort
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    import onnx  # lazy: onnx takes ~0.5 s to load; web and workers skip it
+    import onnxruntime as ort  # (same)
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static  # (same)
 
     rng = np.random.default_rng(seed + 1)
     x = rng.standard_normal((batch, 16)).astype(np.float32)

@@ -24,7 +24,7 @@ class UploadInvalid(ValueError):
 def _tensors(data: bytes, filename: str, field: str, errors: dict[str, list[str]]) -> dict[str, np.ndarray]:
     where = f"{field} ({filename})"
     if filename.endswith(".pb"):
-        from onnx import TensorProto, numpy_helper
+        from onnx import TensorProto, numpy_helper  # lazy: onnx takes ~0.5 s to load; web and workers skip it
 
         proto = TensorProto()
         try:
@@ -46,7 +46,7 @@ def _tensors(data: bytes, filename: str, field: str, errors: dict[str, list[str]
 
 
 def _np_dtype(elem_type: int) -> str:
-    from onnx import helper
+    from onnx import helper  # lazy: onnx takes ~0.5 s to load; web and workers skip it
 
     return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name)
 
@@ -77,7 +77,7 @@ def _check(declared: list[Any], got: dict[str, np.ndarray], field: str, filename
 def vector_from_upload(*, name: str, model: bytes, model_filename: str, inputs: bytes, inputs_filename: str,
                        expected: bytes, expected_filename: str, tolerances: str, operator: str = "") -> VectorSpec:
     """Check everything and build the vector; raises UploadInvalid naming each problem."""
-    import onnx
+    import onnx  # lazy: onnx takes ~0.5 s to load; web and workers skip it
 
     errors: dict[str, list[str]] = {}
     try:

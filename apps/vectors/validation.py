@@ -2,7 +2,7 @@
 
 ``combination_validate`` plans a validation run on every module of the combination's type
 in gray nodes (standby or maintenance nodes an admin put in the pool; they never serve) and
-moves the combination ``candidate → validating``. The run (advanced by ``runs.run_advance``)
+moves the combination ``candidate → validating``. The run (advanced by ``advance.run_advance``)
 then goes through three phases:
 
 1. install: ``install_versions`` to each gray node; a module's recorded versions change when
@@ -33,7 +33,7 @@ from apps.telemetry.choices import CommandState
 from apps.telemetry.services import node_command_send
 from apps.vectors.choices import FINAL_RUN_STATES, Outcome, RunPhase, RunPurpose, RunState, TargetState
 from apps.vectors.models import RunTarget, Suite, VectorRun
-from apps.vectors.runs import _finish, run_create, run_summary
+from apps.vectors.runs import run_create, run_finish, run_summary
 
 INSTALL_VERSIONS = "install_versions"
 VALIDATABLE_STATES = (CombinationState.CANDIDATE, CombinationState.BLOCKED)
@@ -104,7 +104,7 @@ def _answer(command: Any) -> str:
 def install_step(run: VectorRun, now: dt.datetime) -> bool:
     combination = run.combination
     if combination is None:
-        _finish(run, RunState.ERROR, "the combination was deleted")
+        run_finish(run, RunState.ERROR, "the combination was deleted")
         return False
     driver, framework = combination.driver.version, combination.framework.version
     targets = list(run.targets.select_related("module", "node", "install_command"))
@@ -218,5 +218,5 @@ def restore_step(run: VectorRun, now: dt.datetime) -> bool:
                                                  source=Source.SYSTEM, reason=why[:4000], by_validation=True)
         if to == CombinationState.BLOCKED:
             message = why
-    _finish(run, verdict, message)
+    run_finish(run, verdict, message)
     return False

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from apps.health import checks, hysteresis
-from apps.health.checks import CHECKS, Context, ModuleView, NodeView
+from apps.health import checks, hysteresis, inputs
+from apps.health.checks import CHECKS
+from apps.health.inputs import Context, ModuleView, NodeView
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, 30, tzinfo=dt.UTC)
 
@@ -127,9 +128,9 @@ def test_it_raises_on_n_of_m_and_clears_after_k_passes_in_a_row() -> None:
 
 
 def test_it_blames_low_utilisation_with_a_growing_queue_and_not_a_busy_or_steady_tier() -> None:
-    def tier(util: float, queue: list[float], modules: int = 8) -> checks.TierView:
+    def tier(util: float, queue: list[float], modules: int = 8) -> inputs.TierView:
         minutes = [(NOW.replace(second=0) - dt.timedelta(minutes=len(queue) - 1 - k), q) for k, q in enumerate(queue)]
-        return checks.TierView(id=2, name="hybrid", kind="hybrid_inference", modules=modules, module_util=util,
+        return inputs.TierView(id=2, name="hybrid", kind="hybrid_inference", modules=modules, module_util=util,
                                stage_p95={}, queue_minutes=minutes)
 
     p = _p("low_util_queue")
@@ -146,5 +147,5 @@ def test_it_blames_low_utilisation_with_a_growing_queue_and_not_a_busy_or_steady
     assert ramp is not None and ramp.status == "pass" and ramp.evidence["min_queue"] == 60
     assert stalled is not None and stalled.status == "fail"
     assert checks.low_util_queue(tier(0.12, [22.0]), p, CTX).status == "unknown"  # type: ignore[union-attr]
-    assert checks.low_util_queue(checks.TierView(id=1, name="access", kind="access_logic", modules=0,
+    assert checks.low_util_queue(inputs.TierView(id=1, name="access", kind="access_logic", modules=0,
                                                  module_util=None, stage_p95={}, queue_minutes=[]), p, CTX) is None

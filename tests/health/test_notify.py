@@ -55,7 +55,8 @@ def hook() -> Iterator[Hook]:
 
 def _eager(monkeypatch: pytest.MonkeyPatch) -> None:
     """Run the queued notification tasks in-process (retries included) when the transaction commits."""
-    monkeypatch.setattr(health_notify, "delay", lambda i: health_notify.apply(args=(i,)))
+    monkeypatch.setattr(health_notify, "apply_async",
+                        lambda args, kwargs=None, **options: health_notify.apply(args=args))
 
 
 def test_a_webhook_gets_alertmanager_payloads_on_open_and_resolve_with_a_retry(

@@ -132,7 +132,7 @@ def test_an_operators_drain_past_its_deadline_raises_a_finding(hfleet: HealthFle
 def test_it_tells_the_browsers_when_a_finding_opens(hfleet: HealthFleet) -> None:
     _ecc_fleet(hfleet, nodes=1)
     hfleet.all_report(modules={"n-0-m0": {"link_width": 2}})
-    with mock.patch("apps.health.sweep.publish") as publish:
+    with mock.patch("apps.health.services.publish") as publish:
         sweeps(3)
     [(args, kwargs)] = [(c.args, c.kwargs) for c in publish.call_args_list]
     assert args[0] == "health.finding" and args[1]["event"] == "open" and args[1]["check"] == "link_width"

@@ -78,7 +78,7 @@ class RolloutFleet(Fleet):
             self.pool.poll(hostname)
         self.report_idle()
         drains_advance()
-        from apps.vectors.runs import runs_advance
+        from apps.vectors.advance import runs_advance
 
         runs_advance()
 

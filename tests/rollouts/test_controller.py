@@ -14,7 +14,7 @@ from apps.inventory.models import Module, Node
 from apps.operations import lifecycle
 from apps.operations.choices import ACTIVE_DRAIN_STATES, Owner
 from apps.operations.models import Drain
-from apps.rollouts import controller, services
+from apps.rollouts import nodes, services
 from apps.rollouts.choices import FailureKind, RolloutState, Step
 from apps.rollouts.models import Rollout, RolloutNode
 from apps.simulator.services import fault_set
@@ -122,7 +122,7 @@ def test_a_pass_that_dies_mid_way_is_resumed_from_the_stored_steps(rfleet: Rollo
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     _fleet(rfleet)
     rollout = _create(rfleet, wave_size=3, max_unavailable="2")
-    real = controller._set_versions
+    real = nodes._set_versions
     calls = {"n": 0}
 
     def dying(*args: Any, **kwargs: Any) -> None:
@@ -131,10 +131,10 @@ def test_a_pass_that_dies_mid_way_is_resumed_from_the_stored_steps(rfleet: Rollo
             raise SystemExit("worker killed")
         real(*args, **kwargs)
 
-    monkeypatch.setattr(controller, "_set_versions", dying)
+    monkeypatch.setattr(nodes, "_set_versions", dying)
     with pytest.raises(SystemExit):
         rfleet.run_until(rollout, (RolloutState.COMPLETED,))
-    monkeypatch.setattr(controller, "_set_versions", real)
+    monkeypatch.setattr(nodes, "_set_versions", real)
     rollout = rfleet.run_until(rollout, (RolloutState.COMPLETED, RolloutState.ROLLED_BACK, RolloutState.PAUSED))
     assert rollout.state == RolloutState.COMPLETED, rollout.message
     assert not Drain.objects.filter(owner=Owner.ROLLOUT, state__in=ACTIVE_DRAIN_STATES).exists()

@@ -12,9 +12,10 @@ from rest_framework.test import APIClient
 
 from apps.inventory.choices import EndpointKind, TierKind
 from apps.inventory.models import ExternalEndpoint, Tier
-from apps.simulator.engine import EXTERNAL, Config, EndpointSpec, Engine, FaultSpec
+from apps.simulator.engine import Engine
 from apps.simulator.runner import CONTRACT
 from apps.simulator.selectors import endpoint_specs, world
+from apps.simulator.specs import EXTERNAL, Config, EndpointSpec, FaultSpec
 from apps.telemetry.choices import AgentKind
 from apps.telemetry.models import EndpointRollup
 from apps.telemetry.services import agent_token_issue, telemetry_ingest

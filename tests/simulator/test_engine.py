@@ -6,16 +6,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import replace
 
-from apps.simulator.engine import (
-    ACCESS,
-    HYBRID,
-    Config,
-    Engine,
-    FaultSpec,
-    ModuleSpec,
-    NodeSpec,
-    operator_error,
-)
+from apps.simulator.engine import Engine
+from apps.simulator.specs import ACCESS, HYBRID, Config, FaultSpec, ModuleSpec, NodeSpec
+from apps.simulator.vector_faults import operator_error
 
 T0 = 1_800_000_000.0
 CALM = Config(peak_rps=100, burst_chance_per_hour=0)  # a fleet at moderate load, no campaign bursts

@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from apps.inventory.models import Node
 from apps.simulator.demo import seed_demo
-from apps.simulator.engine import ACCESS, CPU_STAGES, HYBRID, MODEL_STAGES, Config, Engine
+from apps.simulator.engine import Engine
+from apps.simulator.specs import ACCESS, CPU_STAGES, HYBRID, MODEL_STAGES, Config
 from apps.telemetry import selectors
 from tests.fleet_play import play_demo_hour
 from tests.simulator.test_engine import T0, fleet

@@ -12,8 +12,9 @@ from django.db import connection
 
 from apps.inventory.choices import TierKind
 from apps.simulator import selectors, services
-from apps.simulator.engine import Config, Engine
+from apps.simulator.engine import Engine
 from apps.simulator.runner import FleetSimulator, RunStats, Tokens
+from apps.simulator.specs import Config
 from apps.telemetry.models import IngestBatch, NodeSample, NodeStatus, StageSample, TierStatus
 from apps.telemetry.services import agent_token_issue, node_command_send
 from tests.agent.fleet import make_node

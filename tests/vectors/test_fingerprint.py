@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from apps.simulator.services import fault_set
+from apps.vectors.advance import run_advance
 from apps.vectors.choices import RunState
 from apps.vectors.models import VectorResult
-from apps.vectors.runs import run_advance, run_create
+from apps.vectors.runs import run_create
 from tests.vectors.test_import import EXPECTED
 from tests.vectors.test_validation import SimulatedGrayPool
 

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from agent.cp_agent.vectors import VectorRunner, decode
-from apps.simulator.engine import perturb_outputs
+from apps.simulator.vector_faults import perturb_outputs
 from apps.vectors import codec
 from apps.vectors.compare import FAIL, PASS, judge
 from apps.vectors.models import Suite

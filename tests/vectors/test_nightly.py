@@ -16,10 +16,10 @@ from apps.audit.models import AuditEvent
 from apps.health.advisor import advice
 from apps.health.models import Finding
 from apps.inventory.choices import CombinationState
+from apps.vectors.advance import run_advance
 from apps.vectors.choices import RunPurpose, RunState
 from apps.vectors.models import RunTarget, VectorResult, VectorRun
 from apps.vectors.nightly import nightly_check
-from apps.vectors.runs import run_advance
 
 pytestmark = pytest.mark.django_db
 

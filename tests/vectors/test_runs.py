@@ -12,9 +12,10 @@ from django.utils import timezone
 
 from apps.audit.models import AuditEvent
 from apps.telemetry.models import NodeCommand
+from apps.vectors.advance import run_advance
 from apps.vectors.choices import RunState, TargetState
 from apps.vectors.models import VectorResult, VectorRun
-from apps.vectors.runs import run_advance, run_create
+from apps.vectors.runs import run_create
 from tests.vectors.test_import import EXPECTED
 
 pytestmark = pytest.mark.django_db

@@ -17,9 +17,9 @@ from apps.simulator.engine import Engine
 from apps.simulator.runner import FleetSimulator, Tokens
 from apps.simulator.selectors import world
 from apps.simulator.services import fault_set
+from apps.vectors.advance import run_advance
 from apps.vectors.choices import RunState
 from apps.vectors.models import RunTarget, VectorResult, VectorRun
-from apps.vectors.runs import run_advance
 from tests.vectors.test_import import EXPECTED
 
 pytestmark = pytest.mark.django_db

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from apps.vectors.advance import run_advance
 from apps.vectors.choices import RunState
 from apps.vectors.models import RunTarget, VectorResult, VectorRun
-from apps.vectors.runs import run_advance, run_create
+from apps.vectors.runs import run_create
 from apps.vectors.services import suite_import
 from controlplane.celery import app
 from tests.live.stack import LiveStack, RowHold, wait_for, waiting_on_lock

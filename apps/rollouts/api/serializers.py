@@ -10,6 +10,7 @@ from apps.inventory.models import ModuleType, Node, Rack, Tier, VersionCombinati
 from apps.rollouts import selectors
 from apps.rollouts.choices import OnFailure
 from apps.rollouts.models import Rollout, RolloutNode
+from apps.rollouts.planner import PlanError, canary_text, parse_canary, parse_max_unavailable
 from apps.vectors.models import Suite
 
 
@@ -20,8 +21,6 @@ class CanaryField(serializers.Field):  # type: ignore[type-arg]
     """``n`` (nodes per tier) or ``"10%"`` (of each tier's nodes in scope); 400 naming ``canary`` otherwise."""
 
     def to_internal_value(self, data: Any) -> int | str:
-        from apps.rollouts.planner import PlanError, canary_text, parse_canary
-
         try:
             parse_canary(data)
         except PlanError as exc:
@@ -63,8 +62,6 @@ class RolloutInputSerializer(serializers.Serializer[Any]):
     reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
 
     def validate_max_unavailable(self, value: str) -> str:
-        from apps.rollouts.planner import PlanError, parse_max_unavailable
-
         try:
             parse_max_unavailable(value)
         except PlanError as exc:

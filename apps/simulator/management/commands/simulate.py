@@ -15,8 +15,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
 from apps.simulator import selectors
-from apps.simulator.engine import Config, Engine
+from apps.simulator.engine import Engine
 from apps.simulator.runner import FleetSimulator, Tokens
+from apps.simulator.specs import Config
 
 
 def _world() -> Any:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import onnx
+import onnxruntime
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.audit.choices import Source
@@ -25,11 +27,7 @@ class Command(BaseCommand):
         parser.add_argument("--suite", default="", help="suite name (default onnx-int8, or model-int8)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        import onnx
-
         if opts["source"] == "model-int8":
-            import onnxruntime
-
             specs = list(model_int8_cases())
             suite, created = suite_import(
                 name=opts["suite"] or "model-int8", specs=specs, actor="vectors_import", source=Source.SYSTEM,

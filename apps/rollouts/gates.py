@@ -1,0 +1,123 @@
+"""The gates a rollout's wave passes before the next starts: vectors and health when the wave's nodes
+are done (``wave_gates``), then, after the bake window, the cohort gate (the upgraded nodes against
+the not-yet-upgraded ones, ``cohort_gate``). Reads only: what a failed gate does is the rollout's
+transition (``transitions.gate_failed``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from apps.health import selectors as health_selectors
+from apps.rollouts.choices import Step
+from apps.rollouts.models import Rollout, RolloutNode
+from apps.telemetry import selectors as telemetry_selectors
+from apps.vectors.choices import RunState
+
+# The cohort gate compares a stage only when each cohort served at least this many requests in it over
+# the bake window; the limits add a little absolute slack (a control cohort with no error at all).
+COHORT_MIN_REQUESTS = 20
+COHORT_SLACK_MS = 1.0
+COHORT_SLACK_ERROR_RATE = 0.001
+# Each cohort's own figures over this long before the rollout started (whole minutes, the start's
+# included): its baseline, so that nodes slower for another reason are judged against their own past.
+COHORT_BASELINE_S = 3600
+
+
+def health_gate(r: Rollout, node_ids: list[int], since: dt.datetime | None) -> dict[str, Any]:
+    """No new health finding on the upgraded nodes or their modules since the wave began."""
+    found = health_selectors.findings_since(node_ids=node_ids, since=since)
+    detail = f"{len(found)} new finding(s) on upgraded nodes"
+    if found:
+        detail += ": " + "; ".join(f"{f.check_name} on {f.subject_key}" for f in found[:5])
+    return {"ok": not found, "detail": detail, "findings": len(found)}
+
+
+def wave_gates(r: Rollout, wave: list[RolloutNode], now: dt.datetime) -> dict[str, Any]:
+    done = [rn for rn in wave if rn.step == Step.DONE]
+    started = min((rn.started_at for rn in wave if rn.started_at), default=None)
+    return {"wave": r.current_wave, "at": now.isoformat(),
+            "vectors": {"ok": all(rn.vector_run is not None and rn.vector_run.state == RunState.PASSED for rn in done),
+                        "runs": {rn.node.hostname: rn.vector_run_id for rn in done}},
+            "health": health_gate(r, [rn.node_id for rn in done], started),
+            "nodes": {"done": len(done), "skipped": sum(1 for rn in wave if rn.step == Step.SKIPPED),
+                      "failed": sum(1 for rn in wave if rn.failure_kind)}}
+
+
+def cohort_gate(r: Rollout, upgraded: list[RolloutNode], control: list[RolloutNode], since: dt.datetime,
+                now: dt.datetime) -> dict[str, Any]:
+    """The upgraded nodes against the not-yet-upgraded ones over ``since``..``now`` (the bake window),
+    per stage from the per-node stage rollups. p95 latency: where both cohorts served
+    ``COHORT_MIN_REQUESTS`` in the stage over the hour before the rollout started (the baseline), the
+    upgraded cohort's own p95 then, moved as the control's moved since, is what it is expected to
+    show; without a baseline, the control's p95. The upgraded p95 must be within ``cohort_tolerance_pct``
+    of that (plus a little absolute slack), and the error rate within it of the control's. A stage is
+    compared only when both cohorts served ``COHORT_MIN_REQUESTS`` in it over the bake window; with
+    nothing to compare (no control left, no per-node data) the gate passes and says it was not
+    evaluated."""
+    tol = r.cohort_tolerance_pct / 100
+    cohorts = {"upgraded": [rn.node_id for rn in upgraded], "control": [rn.node_id for rn in control]}
+    figures = telemetry_selectors.stage_cohorts(cohorts=cohorts, since=since, until=now)
+    started = r.started_at or r.created_at
+    base_since = started - dt.timedelta(seconds=COHORT_BASELINE_S)
+    baseline = telemetry_selectors.stage_cohorts(cohorts=cohorts, since=base_since, until=started)
+    compared: list[dict[str, Any]] = []
+    for stage, up in figures["upgraded"].items():
+        ctl = figures["control"].get(stage)
+        if ctl is None or min(up["requests"], ctl["requests"]) < COHORT_MIN_REQUESTS:
+            continue
+        base_up, base_ctl = baseline["upgraded"].get(stage), baseline["control"].get(stage)
+        before = None
+        expected, against = ctl["p95_ms"], f"control {ctl['p95_ms']:g} ms"
+        if (base_up and base_ctl and min(base_up["requests"], base_ctl["requests"]) >= COHORT_MIN_REQUESTS
+                and base_ctl["p95_ms"] > 0):
+            before = {"upgraded_p95_ms": base_up["p95_ms"], "control_p95_ms": base_ctl["p95_ms"]}
+            expected = base_up["p95_ms"] * ctl["p95_ms"] / base_ctl["p95_ms"]
+            against = (f"{base_up['p95_ms']:g} ms before the rollout; control {base_ctl['p95_ms']:g} → "
+                       f"{ctl['p95_ms']:g} ms")
+        p95_limit = round(expected * (1 + tol) + COHORT_SLACK_MS, 2)
+        err_limit = round(ctl["error_rate"] * (1 + tol) + COHORT_SLACK_ERROR_RATE, 6)
+        why = []
+        if up["p95_ms"] > p95_limit:
+            why.append(f"{stage} p95 {up['p95_ms']:g} ms > {p95_limit:g} ms ({against} + {r.cohort_tolerance_pct} %)")
+        if up["error_rate"] > err_limit:
+            why.append(f"{stage} error rate {up['error_rate']:.2%} > {err_limit:.2%} (control "
+                       f"{ctl['error_rate']:.2%} + {r.cohort_tolerance_pct} %)")
+        compared.append({"stage": stage, "upgraded_p95_ms": up["p95_ms"], "control_p95_ms": ctl["p95_ms"],
+                         "baseline": before, "expected_p95_ms": round(expected, 2),
+                         "limit_p95_ms": p95_limit, "upgraded_error_rate": up["error_rate"],
+                         "control_error_rate": ctl["error_rate"], "limit_error_rate": err_limit,
+                         "upgraded_requests": up["requests"], "control_requests": ctl["requests"],
+                         "ok": not why, "why": "; ".join(why)})
+    failed = [c["why"] for c in compared if not c["ok"]]
+    if failed:
+        detail = "upgraded cohort worse than control: " + "; ".join(failed)
+    elif compared:
+        with_baseline = sum(1 for c in compared if c["baseline"])
+        detail = (f"{len(compared)} stage(s) within {r.cohort_tolerance_pct} % of control: "
+                  + ", ".join(c["stage"] for c in compared)
+                  + (f" ({with_baseline} against the cohorts' own figures before the rollout)"
+                     if with_baseline else ""))
+    elif not control:
+        detail = "not evaluated: no node left that is not upgraded (no control cohort)"
+    elif not upgraded:
+        detail = "not evaluated: no node upgraded in this rollout yet"
+    else:
+        detail = (f"not evaluated: no stage with {COHORT_MIN_REQUESTS}+ requests in both cohorts in the per-node "
+                  "stage rollups over the bake window")
+    return {"kind": "cohort", "wave": r.current_wave, "at": now.isoformat(), "ok": not failed, "detail": detail,
+            "window": {"since": since.isoformat(), "until": now.isoformat()},
+            "baseline": {"since": base_since.isoformat(), "until": started.isoformat(),
+                         "upgraded": baseline["upgraded"], "control": baseline["control"]},
+            "tolerance_pct": r.cohort_tolerance_pct,
+            "upgraded": {"nodes": len(upgraded), "hostnames": [rn.node.hostname for rn in upgraded[:20]],
+                         "stages": figures["upgraded"]},
+            "control": {"nodes": len(control), "hostnames": [rn.node.hostname for rn in control[:20]],
+                        "stages": figures["control"]},
+            "compared": compared}
+
+
+def cohort_passed(r: Rollout) -> bool:
+    """This wave's cohort gate was evaluated and passed, or an operator resumed past its failure."""
+    return any(g.get("kind") == "cohort" and g.get("wave") == r.current_wave and (g.get("ok") or g.get("acknowledged"))
+               for g in r.gates)
