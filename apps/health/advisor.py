@@ -1,5 +1,5 @@
 """The diagnostics advisor: for a finding, its likely causes ranked, how to confirm each
-(which chart or counter, with a link) and the remedy, from shared/DOMAIN.md's table
+(which chart or counter, with a link) and the remedy, from docs/domain.md's table
 of known failure patterns. Plain data, read by the pages and the API."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ fail or unknown with the numbers it judged, or None where the check does not app
 (the node is in maintenance, the module type lacks the capability).
 
 A check that cannot judge (no fresh telemetry, no rollups yet) says ``unknown``,
-never ``pass``. Defaults come from shared/DOMAIN.md; operators edit them (the
+never ``pass``. Defaults come from docs/domain.md; operators edit them (the
 ``HealthCheck`` rows)."""
 
 from __future__ import annotations

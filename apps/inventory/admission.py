@@ -1,4 +1,4 @@
-"""Admission checks from DOMAIN.md, in one place.
+"""Admission checks (docs/domain.md, "Node rules"), in one place.
 
 Hard rules always reject: a node without ECC memory in a serving state, a
 fifth module on a node, two modules in one slot.  Soft rules produce warnings

@@ -6,7 +6,7 @@ guard, the autoscaler (through the guard) and the planner's what-if call
 
 A tier needs the most of three figures, each in active nodes:
 
-- **traffic** (shared/DOMAIN.md's sizing formulas, with headroom): access &
+- **traffic** (docs/domain.md's sizing formulas, with headroom): access &
   logic: requests/s × instructions per request ÷ a node's usable instructions/s
   (cores × 1e9/s × clock ÷ 3 GHz × 25 %); hybrid inference: output tokens/s ×
   GFLOPs per token ÷ a module's INT8 TOPS gives modules, ÷ modules per node
@@ -39,7 +39,7 @@ REFERENCE_CLOCK_GHZ = 3.0
 
 @dataclass(frozen=True)
 class Params:
-    """Defaults from shared/DOMAIN.md; ``settings.CAPACITY`` may override each."""
+    """Defaults from docs/domain.md; ``settings.CAPACITY`` may override each."""
 
     instructions_per_request: float = 500_000    # DOMAIN: 300k-500k; the upper end
     core_ips: float = 1e9                        # simple instructions/s per core at 3 GHz

@@ -88,7 +88,7 @@ def tier_active_count(*, tier: Tier) -> int:
 
 
 def capacity_params() -> capacity.Params:
-    """The capacity function's parameters: DOMAIN.md's defaults, each overridable in ``settings.CAPACITY``."""
+    """The capacity function's parameters: docs/domain.md's defaults, each overridable in ``settings.CAPACITY``."""
     return capacity.Params(**getattr(settings, "CAPACITY", {}))
 
 

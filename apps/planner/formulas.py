@@ -1,4 +1,4 @@
-"""The field's sizing formulas (DOMAIN.md, "Capacity planning"), as pure functions.
+"""The field's sizing formulas (docs/domain.md, "Capacity planning"), as pure functions.
 
 No Django here: frozen dataclasses in, frozen dataclasses out, units in the names.
 

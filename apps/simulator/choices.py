@@ -1,4 +1,4 @@
-"""Choice classes of the simulator: the failure patterns it can inject (DOMAIN.md)."""
+"""Choice classes of the simulator: the failure patterns it can inject (docs/domain.md)."""
 
 from django.db import models
 

@@ -121,7 +121,7 @@ def burst_factor(sim_time: float, *, seed: int, chance_per_hour: float) -> float
 
 def link_widths(node: NodeSpec, faults: Iterable[FaultSpec] = ()) -> dict[str, tuple[int, int]]:
     """(trained, expected) PCIe width per module. Modules past the board's lane budget train at half
-    width (DOMAIN.md: 4 modules where lanes suffice for 2: two run at half speed); a pcie_degraded fault
+    width (docs/domain.md: 4 modules where lanes suffice for 2: two run at half speed); a pcie_degraded fault
     halves one module's width."""
     out: dict[str, tuple[int, int]] = {}
     used = 0

@@ -1,4 +1,4 @@
-"""The sizing formulas, checked against DOMAIN.md's worked examples and at the ceiling edges."""
+"""The sizing formulas, checked against the worked examples of docs/domain.md and at the ceiling edges."""
 
 import math
 from dataclasses import FrozenInstanceError

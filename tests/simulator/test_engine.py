@@ -1,5 +1,5 @@
 """The simulation engine: deterministic, load-driven, drain-aware, and every fault
-reproduces its failure pattern from DOMAIN.md."""
+reproduces its failure pattern (docs/domain.md, "Failure patterns")."""
 
 from __future__ import annotations
 
