@@ -10,6 +10,7 @@ import plotly
 from django.contrib.auth.mixins import LoginRequiredMixin, UserPassesTestMixin
 from django.core.cache import cache
 from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse, QueryDict
 from django.views.decorators.http import require_GET
 from django.views.defaults import page_not_found
@@ -56,12 +57,33 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+# Set once every migration this code knows is applied: from then on the probe skips reading them.
+_all_migrated = False
+
+
+def unapplied_migrations() -> list[str]:
+    """The migrations this code has that the database lacks ("app.name"), in the order they would
+    run; empty once the migrate job is done. Read from the migration files and django_migrations
+    until the first empty answer, then remembered (a running process's migrations do not change)."""
+    global _all_migrated
+    if _all_migrated:
+        return []
+    executor = MigrationExecutor(connection)
+    plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    _all_migrated = not plan
+    return [f"{migration.app_label}.{migration.name}" for migration, _backwards in plan]
+
+
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Readiness: PostgreSQL and Redis answer. 503 naming the engine that does not."""
+    """Readiness: PostgreSQL and Redis answer and every migration is applied (a new release's pods
+    take no traffic before its migrate job is done). 503 naming what is not ready."""
     problems: dict[str, str] = {}
     try:
         with connection.cursor() as cur:
             cur.execute("SELECT 1")
+        pending = unapplied_migrations()
+        if pending:
+            problems["migrations"] = f"{len(pending)} unapplied, first {pending[0]}"
     except Exception as exc:  # any failure means not ready; say which
         problems["database"] = f"{type(exc).__name__}: {exc}"[:300]
     try:
