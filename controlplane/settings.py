@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
+from django.core.exceptions import ImproperlyConfigured
+
 from controlplane.engines import VAR_DIR, read_state
 
 # VAR_DIR (./var, or CONTROLPLANE_VAR_DIR): the embedded engines' data and local state files. Apps
@@ -30,19 +32,33 @@ def env_bool(name: str, default: bool) -> bool:
     return raw.strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _secret_key() -> str:
-    key = os.environ.get("SECRET_KEY")
-    if key:
-        return key
-    path = VAR_DIR / "secret_key"
-    try:
-        return path.read_text().strip()
-    except OSError:
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
-        key = secrets.token_urlsafe(50)
-        path.write_text(key)
-        path.chmod(0o600)
-        return key
+PLACEHOLDER_KEYS = ("CHANGE_ME", "django-insecure-")
+
+
+def _secret_key(debug: bool) -> str:
+    """SECRET_KEY from the environment; unset, one generated once into VAR_DIR (``make up``), unless
+    SECRET_KEY_GENERATE=0 (the image: each replica would sign with a key of its own). With DEBUG off a
+    placeholder or short key refuses to start: sessions, CSRF tokens and password resets are signed with it."""
+    key = os.environ.get("SECRET_KEY", "")
+    if not key:
+        if not env_bool("SECRET_KEY_GENERATE", True):
+            raise ImproperlyConfigured(
+                "SECRET_KEY is not set. Set it to a long random string, the same for every process, e.g. "
+                "python3 -c 'import secrets; print(secrets.token_urlsafe(50))'.")
+        path = VAR_DIR / "secret_key"
+        try:
+            key = path.read_text().strip()
+        except OSError:
+            VAR_DIR.mkdir(parents=True, exist_ok=True)
+            key = secrets.token_urlsafe(50)
+            path.write_text(key)
+            path.chmod(0o600)
+    if not debug and (key.startswith(PLACEHOLDER_KEYS) or len(key) < 50 or len(set(key)) < 5):
+        raise ImproperlyConfigured(
+            "SECRET_KEY is a placeholder or too weak (fewer than 50 characters or 5 distinct ones) and DEBUG "
+            "is off. Set it to a long random string, the same for every process, e.g. "
+            "python3 -c 'import secrets; print(secrets.token_urlsafe(50))'.")
+    return key
 
 
 def _engine_url(name: str) -> str:
@@ -90,8 +106,8 @@ def database_from_url(url: str) -> dict[str, Any]:
     }
 
 
-SECRET_KEY = _secret_key()
 DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = _secret_key(DEBUG)
 ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
@@ -128,6 +144,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "apps.common.middleware.AsyncStreamMiddleware",
+    "apps.common.middleware.ProbeMiddleware",  # /healthz, /readyz: before host checks and the HTTPS redirect
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "apps.common.middleware.RequestIdMiddleware",
@@ -342,11 +359,43 @@ NODE_HEARTBEAT_TIMEOUT_S = float(os.environ.get("NODE_HEARTBEAT_TIMEOUT_S", "30"
 CAPACITY: dict[str, float] = {k.removeprefix("CAPACITY_").lower(): float(v) for k, v in os.environ.items()
                               if k.startswith("CAPACITY_")}
 
+# HTTPS (docs/deploy.md). HTTPS_ONLY=1 where users reach the site over HTTPS, directly or through a
+# proxy that terminates TLS: plain HTTP redirects to HTTPS, browsers are told to use nothing else
+# for a year (HSTS), cookies go over HTTPS only. Off by default: `make up` serves plain HTTP.
+# Each part can be set on its own. The probes (/healthz, /readyz) are answered before the redirect.
+HTTPS_ONLY = env_bool("HTTPS_ONLY", False)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", HTTPS_ONLY)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", HTTPS_ONLY)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", HTTPS_ONLY)
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "31536000" if HTTPS_ONLY else "0"))
+# Subdomains of the control plane's own host, and eligibility for browsers' preload lists (which
+# only an apex domain can join): harmless for a host such as controlplane.example.org.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS_ONLY)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", HTTPS_ONLY)
+# TRUST_X_FORWARDED_PROTO=1 behind a proxy that terminates TLS and sets X-Forwarded-Proto (and drops
+# a client's own): a request that reached the proxy over HTTPS counts as secure. Never without such
+# a proxy in front: any client could then claim HTTPS.
+if env_bool("TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Logs on stderr: LOG_FORMAT=plain (default) for people, json for a log pipeline: one JSON object a
+# line, with the request id the response returns in X-Request-ID (apps/common/logs.py). uvicorn's
+# and Celery's own lines go through the same handler.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain")
+if LOG_FORMAT not in {"plain", "json"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, got {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+                   "json": {"()": "apps.common.logs.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        **({name: {"handlers": [], "propagate": True} for name in ("uvicorn", "uvicorn.error", "uvicorn.access")}
+           if LOG_FORMAT == "json" else {}),
+    },
 }
+# Celery replaces the root logger's handlers with its own format unless told not to.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"

@@ -1,9 +1,9 @@
-"""Request ids for the audit trail, request timings for /metrics, the request body limit (413),
-file streams that ASGI can serve without reading them whole first, and the Content-Security-Policy."""
+"""Health probes answered first, request ids for the audit trail and the logs, request timings
+for /metrics, the request body limit (413), file streams that ASGI can serve without reading them
+whole first, and the Content-Security-Policy."""
 
 from __future__ import annotations
 
-import contextvars
 import re
 import time
 import uuid
@@ -17,10 +17,30 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 
+from apps.common.logs import current_request_id
 from apps.common.metrics import REQUEST_SECONDS
+from apps.common.views import healthz, readyz
 
-current_request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="")
+__all__ = ["current_request_id"]  # the audit trail reads the request id from here
+
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+
+class ProbeMiddleware:
+    """``GET /healthz`` and ``/readyz`` answered before the rest of the chain: orchestrators call
+    them by the pod's address (not an allowed host) over plain HTTP (no redirect to HTTPS), and
+    they need no session, user or CSP. Goes right after AsyncStreamMiddleware."""
+
+    PROBES = {"/healthz": healthz, "/readyz": readyz}
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        probe = self.PROBES.get(request.path_info)
+        if probe is not None and request.method in ("GET", "HEAD"):
+            return probe(request)
+        return self.get_response(request)
 
 
 class RequestIdMiddleware:
