@@ -127,6 +127,9 @@ INSTALLED_APPS = [
     "channels",
     "csp",
     "axes",
+    # lintmigrations, and makemigrations --lint: migrations that two releases running at once survive
+    # (docs/deploy.md); commands only, no models.
+    "django_migration_linter",
     "apps.accounts",
     "apps.audit",
     "apps.inventory",
