@@ -383,7 +383,7 @@ if env_bool("TRUST_X_FORWARDED_PROTO", False):
 
 # Logs on stderr: LOG_FORMAT=plain (default) for people, json for a log pipeline: one JSON object a
 # line, with the request id the response returns in X-Request-ID (apps/common/logs.py). uvicorn's
-# and Celery's own lines go through the same handler.
+# (in its worker processes) and Celery's own lines go through the same handler.
 LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain")
 if LOG_FORMAT not in {"plain", "json"}:
     raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, got {LOG_FORMAT!r}")
