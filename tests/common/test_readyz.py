@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
-from django.test import Client
+from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 
 from apps.common import views
@@ -58,3 +58,16 @@ def test_once_everything_is_migrated_it_stops_reading_the_migrations(fresh_probe
 def test_healthz_answers_without_the_database() -> None:
     response = Client().get("/healthz")
     assert response.status_code == 200 and response.json() == {"status": "ok"}
+
+
+@pytest.mark.django_db
+def test_probes_answer_by_the_pods_address_over_plain_http(fresh_probe: None) -> None:
+    """Orchestrators call the probes by the pod's IP (not an allowed host) and over plain HTTP: they
+    must get the answer, not the 400 or the redirect to HTTPS (which a kubelet counts as success)
+    that a page gets."""
+    with override_settings(SECURE_SSL_REDIRECT=True):
+        client = Client(HTTP_HOST="10.244.1.17:8000")
+        assert client.get("/healthz").status_code == 200
+        assert client.get("/readyz").status_code == 200
+        assert client.get("/login/").status_code == 400
+        assert Client().get("/login/").status_code == 301
