@@ -145,6 +145,9 @@ def test_the_base_has_probes_budgets_requests_secrets_and_a_migrate_job() -> Non
         (container,) = pod["containers"]
         assert container["resources"]["requests"].keys() == {"cpu", "memory"}, name
         assert {"secretRef": {"name": "controlplane"}} in container["envFrom"], name
+        # New code never runs on the old schema: every pod waits for the migrate Job.
+        (wait,) = pod["initContainers"]
+        assert "manage.py migrate --check" in wait["command"][-1], name
     web = deployments["controlplane-web"]["spec"]["template"]["spec"]["containers"][0]
     assert web["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert web["livenessProbe"]["httpGet"]["path"] == "/healthz"
