@@ -8,6 +8,7 @@ of the embedded engines started by ``python -m controlplane.engines`` (or
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from datetime import timedelta
 from pathlib import Path
@@ -147,11 +148,11 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "apps.common.middleware.AsyncStreamMiddleware",
-    "apps.common.middleware.ProbeMiddleware",  # /healthz, /readyz: before host checks and the HTTPS redirect
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "apps.common.middleware.RequestIdMiddleware",
     "apps.common.middleware.RequestMetricsMiddleware",
+    "apps.common.middleware.ProbeMiddleware",  # PROBE_PATHS: before the host check
     "apps.common.middleware.BodySizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -375,6 +376,11 @@ SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "31536000" if HT
 # only an apex domain can join): harmless for a host such as controlplane.example.org.
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS_ONLY)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", HTTPS_ONLY)
+# Called by the pod's address over plain HTTP (orchestrators' probes, Prometheus's scrape): answered
+# before the host check (ProbeMiddleware) and never redirected to HTTPS, which a kubelet would count
+# as healthy whatever the answer.
+PROBE_PATHS = ("/healthz", "/readyz", "/metrics")
+SECURE_REDIRECT_EXEMPT = [rf"^{re.escape(path.lstrip('/'))}$" for path in PROBE_PATHS]
 # TRUST_X_FORWARDED_PROTO=1 behind a proxy that terminates TLS and sets X-Forwarded-Proto (and drops
 # a client's own): a request that reached the proxy over HTTPS counts as secure. Never without such
 # a proxy in front: any client could then claim HTTPS.

@@ -16,10 +16,10 @@ from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
+from django.urls import resolve
 
 from apps.common.logs import current_request_id
 from apps.common.metrics import REQUEST_SECONDS
-from apps.common.views import healthz, readyz
 
 __all__ = ["current_request_id"]  # the audit trail reads the request id from here
 
@@ -27,19 +27,19 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 
 class ProbeMiddleware:
-    """``GET /healthz`` and ``/readyz`` answered before the rest of the chain: orchestrators call
-    them by the pod's address (not an allowed host) over plain HTTP (no redirect to HTTPS), and
-    they need no session, user or CSP. Goes right after AsyncStreamMiddleware."""
-
-    PROBES = {"/healthz": healthz, "/readyz": readyz}
+    """``GET`` of ``settings.PROBE_PATHS`` (``/healthz``, ``/readyz``, ``/metrics``) answered before
+    the host check: orchestrators and Prometheus call them by the pod's address, not an allowed
+    host (SECURE_REDIRECT_EXEMPT keeps them off the HTTPS redirect too). They need no session, user
+    or CSP. Goes after RequestIdMiddleware and RequestMetricsMiddleware (they are timed by route)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        probe = self.PROBES.get(request.path_info)
-        if probe is not None and request.method in ("GET", "HEAD"):
-            return probe(request)
+        if request.path_info in settings.PROBE_PATHS and request.method in ("GET", "HEAD"):
+            match = resolve(request.path_info)
+            request.resolver_match = match
+            return match.func(request, *match.args, **match.kwargs)
         return self.get_response(request)
 
 

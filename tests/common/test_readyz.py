@@ -62,12 +62,13 @@ def test_healthz_answers_without_the_database() -> None:
 
 @pytest.mark.django_db
 def test_probes_answer_by_the_pods_address_over_plain_http(fresh_probe: None) -> None:
-    """Orchestrators call the probes by the pod's IP (not an allowed host) and over plain HTTP: they
-    must get the answer, not the 400 or the redirect to HTTPS (which a kubelet counts as success)
-    that a page gets."""
+    """Orchestrators call the probes, and Prometheus the metrics, by the pod's IP (not an allowed
+    host) and over plain HTTP: they must get the answer, not the 400 or the redirect to HTTPS
+    (which a kubelet counts as success) that a page gets."""
     with override_settings(SECURE_SSL_REDIRECT=True):
         client = Client(HTTP_HOST="10.244.1.17:8000")
         assert client.get("/healthz").status_code == 200
         assert client.get("/readyz").status_code == 200
+        assert client.get("/metrics").status_code == 200  # Prometheus scrapes pods the same way
         assert client.get("/login/").status_code == 400
         assert Client().get("/login/").status_code == 301

@@ -20,8 +20,9 @@ from apps.simulator.demo import seed_demo
 
 pytestmark = pytest.mark.django_db
 
-# Not pages: the API (JSON), probes, the schema and plotly's script file.
-NOT_PAGES = ("api/v1/", "api/schema/", "healthz", "readyz", "static-pkg/")
+# Not pages: the API (JSON), probes and the metrics scrape (answered before the page middleware),
+# the schema and plotly's script file.
+NOT_PAGES = ("api/v1/", "api/schema/", "healthz", "readyz", "metrics", "static-pkg/")
 # How to fill each page route's arguments.
 ARGS: dict[str, Any] = {
     "tiers/<int:pk>/": lambda: {"pk": Tier.objects.order_by("pk").first().pk},  # type: ignore[union-attr]
