@@ -156,6 +156,16 @@ def test_the_base_has_probes_budgets_requests_secrets_and_a_migrate_job() -> Non
     assert "controlplane-migrate" in resources("Job")
 
 
+def test_the_web_processes_of_a_pod_or_container_sum_their_metrics_in_a_fresh_directory() -> None:
+    pod = resources("Deployment")["controlplane-web"]["spec"]["template"]["spec"]
+    (web,) = pod["containers"]
+    directory = {e["name"]: e["value"] for e in web["env"]}["PROMETHEUS_MULTIPROC_DIR"]
+    (mount,) = [m for m in web["volumeMounts"] if m["mountPath"] == directory]
+    assert "emptyDir" in next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    service = compose()["services"]["web"]
+    assert service["tmpfs"] == [service["environment"]["PROMETHEUS_MULTIPROC_DIR"]]
+
+
 def test_a_service_monitor_can_select_the_metrics_port() -> None:
     (service,) = resources("Service").values()
     monitor = yaml.safe_load((K8S / "servicemonitor.yaml").read_text())
@@ -163,6 +173,9 @@ def test_a_service_monitor_can_select_the_metrics_port() -> None:
     assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
     ports = {p["name"] for p in service["spec"]["ports"]}
     assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"] and "metrics" in ports
+    (endpoint,) = monitor["spec"]["endpoints"]  # scrapes with the token the pods read from the Secret
+    assert endpoint["authorization"]["credentials"] == {"name": "controlplane", "key": "METRICS_TOKEN"}
+    assert "METRICS_TOKEN" in resources("Secret")["controlplane"]["stringData"]
 
 
 # --- The same processes everywhere --------------------------------------------------------------
