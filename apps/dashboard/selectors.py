@@ -15,8 +15,6 @@ from apps.inventory.models import Module, Node
 from apps.operations import selectors as operations
 from apps.telemetry import selectors as telemetry
 
-TIME_RANGES = [(15, "15 m"), (60, "1 h"), (360, "6 h"), (1440, "24 h")]
-
 
 def live_snapshot(*, now: dt.datetime | None = None) -> dict[str, Any]:
     """The small fleet snapshot pushed about once a second, JSON-safe (ISO times): the fleet snapshot

@@ -10,8 +10,8 @@ from typing import Any
 from django.utils import timezone
 from django.views.generic import TemplateView
 
+from apps.common.pages import page_config
 from apps.common.views import ViewerRequiredMixin
-from apps.dashboard.views import page_config
 from apps.operations import selectors
 from apps.operations.choices import ACTIVE_DRAIN_STATES, DRAIN_STATE_COLOURS, SCALE_STATE_COLOURS
 

@@ -88,22 +88,20 @@
   // "on (dry run)": the policy records decisions but scales nothing.
   function autoscalerLabel(a) { return a.enabled ? (a.dry_run ? "on (dry run)" : "on") : "off"; }
 
-  function badge(state, colours, labels) {
-    const bg = colours[state] || "#6b7385";
-    const r = parseInt(bg.slice(1, 3), 16), g = parseInt(bg.slice(3, 5), 16), b = parseInt(bg.slice(5, 7), 16);
-    const fg = 0.299 * r + 0.587 * g + 0.114 * b > 160 ? "#1c2230" : "#fff";
+  // A state's badge, copied from the ones the server drew (#state-badges): one home for colours and labels.
+  function badge(kind, state) {
+    const drawn = document.querySelector('#state-badges').content.querySelector('[data-badge="' + kind + ":" + state + '"] .badge');
+    if (drawn) return drawn.cloneNode(true);
     const span = document.createElement("span");
     span.className = "badge state-" + state;
-    span.style.background = bg;
-    span.style.color = fg;
-    span.textContent = (labels && labels[state]) || state;
+    span.textContent = state;
     return span;
   }
 
   function setNodeState(id, state) {
     document.querySelectorAll('[data-node-state="' + id + '"]').forEach((cell) => {
       if (cell.querySelector(".badge.state-" + state)) return;  // unchanged: no flash
-      cell.replaceChildren(badge(state, cfg.state_colours, cfg.state_labels));
+      cell.replaceChildren(badge("node", state));
       cell.classList.remove("flash"); void cell.offsetWidth; cell.classList.add("flash");
     });
   }
@@ -303,9 +301,9 @@
       const row = document.querySelector('[data-module="' + m.id + '"]');
       if (!row) return;
       const set = (k, v) => { const c = row.querySelector('[data-cell="' + k + '"]'); if (c) c.textContent = v; };
-      row.querySelector('[data-cell="state"]').replaceChildren(badge(m.state, cfg.module_colours || {}, cfg.module_labels));
+      row.querySelector('[data-cell="state"]').replaceChildren(badge("module", m.state));
       document.querySelectorAll('[data-module-state="' + m.id + '"]').forEach((c) => {
-        if (!c.querySelector(".badge.state-" + m.state)) c.replaceChildren(badge(m.state, cfg.module_colours || {}, cfg.module_labels));
+        if (!c.querySelector(".badge.state-" + m.state)) c.replaceChildren(badge("module", m.state));
       });
       const act = row.querySelector('[data-cell="action"]');
       if (act) {

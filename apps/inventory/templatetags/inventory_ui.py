@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from apps.inventory.choices import (
@@ -42,3 +42,13 @@ def state_badge(state: str, kind: str = "node") -> SafeString:
     background = colours.get(state, "#6b7385")
     return format_html('<span class="badge state-{}" style="background:{};color:{}">{}</span>',
                        state, background, _text_colour(background), label)
+
+
+@register.simple_tag
+def state_badge_templates() -> SafeString:
+    """Every node and module state's badge, as the server draws it, in a ``<template>``: the live
+    pages' scripts copy the one a new state needs instead of colouring their own."""
+    badges = format_html_join("", '<span data-badge="{}:{}">{}</span>',
+                              ((kind, value, state_badge(value, kind)) for kind in ("node", "module")
+                               for value in _KINDS[kind][0].values))
+    return format_html('<template id="state-badges">{}</template>', badges)
