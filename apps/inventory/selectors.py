@@ -7,7 +7,7 @@ from typing import Any
 from django.db.models import Count, F, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from apps.inventory.choices import NODE_STATE_COLOURS, CombinationState, NodeState
+from apps.inventory.choices import CombinationState, NodeState
 from apps.inventory.models import ExternalEndpoint, Module, ModuleType, Node, Rack, Tier, VersionCombination
 
 
@@ -93,7 +93,7 @@ def tier_overview() -> list[dict[str, Any]]:
             "nodes": sum(counts.values()),
             "active": counts.get(NodeState.ACTIVE, 0),
             "states": [
-                {"value": s.value, "label": s.label, "colour": NODE_STATE_COLOURS[s], "count": counts[s.value]}
+                {"value": s.value, "label": s.label, "colour": s.colour, "count": counts[s.value]}
                 for s in NodeState if counts.get(s.value)
             ],
             "modules": modules.get(tier.pk, 0),
