@@ -86,6 +86,34 @@ class Enforcement(models.TextChoices):
 
 MAX_MODULES_PER_NODE = 4
 
+# The operator actions on a node and on a module (as the pages and POST /api/v1/nodes/{id}/<action>/
+# name them; "maintenance-leave" is /maintenance/leave/) and the states each one starts from. The
+# lifecycle (apps/operations/lifecycle.py) refuses every other state with 409; the pages enable
+# and the API lists (``allowed_actions``) exactly these. Who holds a node, and the tier's floor,
+# can still refuse an action a state allows.
+_N = NodeState
+NODE_ACTIONS: dict[str, frozenset[NodeState]] = {
+    "cordon": frozenset({_N.ACTIVE}),
+    "drain": frozenset({_N.ACTIVE, _N.CORDONED}),
+    "uncordon": frozenset({_N.CORDONED, _N.DRAINING, _N.DRAINED, _N.MAINTENANCE}),
+    "maintenance": frozenset(set(_N) - {_N.MAINTENANCE, _N.RETIRED}),
+    "maintenance-leave": frozenset({_N.MAINTENANCE}),
+}
+MODULE_ACTIONS: dict[str, frozenset[ModuleState]] = {
+    "quarantine": frozenset({ModuleState.HEALTHY, ModuleState.DEGRADED}),
+    "release": frozenset({ModuleState.QUARANTINED}),
+}
+
+
+def node_allowed_actions(state: str) -> list[str]:
+    """The actions a node in ``state`` accepts, in the pages' order."""
+    return [action for action, states in NODE_ACTIONS.items() if state in states]
+
+
+def module_allowed_actions(state: str) -> list[str]:
+    """The actions a module in ``state`` accepts."""
+    return [action for action, states in MODULE_ACTIONS.items() if state in states]
+
 # States belong to the node lifecycle (apps/operations/lifecycle.py, which holds the transition
 # table); the inventory only sets where a new node or module starts.
 NODE_INITIAL_STATES = (NodeState.STANDBY, NodeState.MAINTENANCE)

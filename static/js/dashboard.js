@@ -261,14 +261,15 @@
     } finally { nodeBusy = false; }
   }
 
-  // The action a module's state allows (as templates/dashboard/_node_modules_live.html renders it).
+  // The button of the action the module's state allows (the server's m.allowed_actions), as
+  // templates/dashboard/_node_modules_live.html renders it.
   function moduleAction(m) {
     const b = document.createElement("button");
     b.type = "button";
-    if (m.state === "quarantined") {
+    if (m.allowed_actions.includes("release")) {
       b.className = "act small-btn"; b.dataset.action = "release"; b.textContent = "Release";
       b.dataset.title = "Release module " + m.serial; b.dataset.text = "Put the module back to work.";
-    } else if (m.state === "healthy" || m.state === "degraded") {
+    } else if (m.allowed_actions.includes("quarantine")) {
       b.className = "act warn small-btn"; b.dataset.action = "quarantine"; b.textContent = "Quarantine";
       b.dataset.title = "Quarantine module " + m.serial; b.dataset.text = "No new work on this module; the node serves on its others.";
     } else return null;
@@ -284,11 +285,8 @@
       since.textContent = "· state since " + n.state_changed_at.slice(0, 16).replace("T", " ") + " UTC";
     }
     n.modules.forEach((m) => { moduleIds.add(String(m.id)); });
-    // what each action may do from here (the API decides; this only avoids pointless clicks); the same
-    // rules as templates/dashboard/_node_live.html renders for the first paint
-    const can = { cordon: n.state === "active", drain: ["active", "cordoned"].includes(n.state), uncordon: !!n.hold,
-                  maintenance: !["maintenance", "retired"].includes(n.state), "maintenance-leave": n.state === "maintenance" };
-    document.querySelectorAll("#node-actions button.act").forEach((b) => { b.disabled = !can[b.dataset.action]; });
+    // the actions the node's state allows, as the server says (the API still decides each one)
+    document.querySelectorAll("#node-actions button.act").forEach((b) => { b.disabled = !n.allowed_actions.includes(b.dataset.action); });
     const hold = document.getElementById("node-hold");
     if (hold) hold.textContent = n.hold ? n.hold.kind + " by " + n.hold.owner + (n.hold.by ? " (" + n.hold.by + ")" : "") +
       " · " + n.hold.state + " · “" + n.hold.reason + "”" : "none";
