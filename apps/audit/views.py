@@ -29,7 +29,7 @@ class AuditLogView(ViewerRequiredMixin, ListView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         ctx = super().get_context_data(**kwargs)
-        # live: a new record re-reads the rows as the server renders them (dashboard.js)
+        # live: a new record re-reads the rows as the server renders them (static/js/pages/audit.js)
         ctx.update(page_config(self.request, socket="/ws/fleet/", page="audit", figures_url=""),
                    figures={}, snapshot=None)
         ctx.update(nav="audit", filter=self.filterset, choices=audit_filter_choices(),

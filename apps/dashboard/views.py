@@ -1,6 +1,6 @@
 """The live dashboard pages: fleet overview ("/"), rack heat map, tier page, node page. Each
 page renders its Plotly figures (built in Python) and the current snapshot, then
-static/js/dashboard.js keeps them live over the websocket."""
+its module in static/js/pages/ keeps them live over the websocket."""
 
 from __future__ import annotations
 

@@ -52,7 +52,7 @@ class NodeListView(ViewerRequiredMixin, ListView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         ctx = super().get_context_data(**kwargs)
-        # operators cordon or drain a selection (dashboard.js: one confirmation, one API call per node)
+        # operators cordon or drain a selection (static/js/pages/nodes.js: one confirmation, one API call per node)
         ctx.update(page_config(self.request, socket="/ws/fleet/", page="nodes", figures_url=""),
                    figures={}, snapshot=None)
         ctx.update(nav="nodes", filter=self.filterset, filtered=self.filterset.is_bound,

@@ -70,7 +70,7 @@ def test_inventory_badges_meet_aa_with_the_text_colour_they_pick(colours: dict[s
 
 def test_the_live_pages_fall_back_to_a_readable_colour() -> None:
     """A state the rollout page's script has no colour for is drawn in its fallback."""
-    script = (Path(__file__).resolve().parents[2] / "static" / "js" / "rollouts.js").read_text()
+    script = (Path(__file__).resolve().parents[2] / "static" / "js" / "pages" / "rollout.js").read_text()
     fallbacks = set(re.findall(r'\|\| "(#[0-9a-fA-F]{6})"', script))
-    assert fallbacks, "no fallback colour found in rollouts.js"
+    assert fallbacks, "no fallback colour found in rollout.js"
     assert all(contrast(c, WHITE) >= AA for c in fallbacks), fallbacks
