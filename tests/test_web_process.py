@@ -16,12 +16,12 @@ SYNC_ITERATOR_WARNING = "StreamingHttpResponse must consume synchronous iterator
 def test_it_streams_files_under_asgi_without_the_sync_iterator_warning(live_stack: LiveStack) -> None:
     live_stack.web(writer=False)
     bodies = {}
-    for path in ["/static/css/app.css", "/static/js/dashboard.js", "/static-pkg/plotly.min.js"]:
+    for path in ["/static/css/app.css", "/static/js/pages/node.js", "/static-pkg/plotly.min.js"]:
         res = httpx.get(f"{live_stack.url}{path}", headers={"Accept-Encoding": "identity"}, timeout=10)
         assert res.status_code == 200, path
         bodies[path] = res.content
     assert b"box-sizing" in bodies["/static/css/app.css"]
-    assert b"refreshNode" in bodies["/static/js/dashboard.js"]
+    assert b"refreshNode" in bodies["/static/js/pages/node.js"]
     assert len(bodies["/static-pkg/plotly.min.js"]) > 1_000_000
     assert live_stack.web_proc is not None
     assert SYNC_ITERATOR_WARNING not in live_stack.web_proc.log()

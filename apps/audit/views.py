@@ -10,6 +10,7 @@ from django.views.generic import ListView
 from apps.audit.filtersets import AuditEventFilterSet
 from apps.audit.models import AuditEvent
 from apps.audit.selectors import audit_event_list, audit_filter_choices
+from apps.common.pages import page_config
 from apps.common.views import ViewerRequiredMixin, filter_data
 
 PAGE_SIZE = 50
@@ -28,9 +29,7 @@ class AuditLogView(ViewerRequiredMixin, ListView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         ctx = super().get_context_data(**kwargs)
-        from apps.dashboard.views import page_config
-
-        # live: a new record re-reads the rows as the server renders them (dashboard.js)
+        # live: a new record re-reads the rows as the server renders them (static/js/pages/audit.js)
         ctx.update(page_config(self.request, socket="/ws/fleet/", page="audit", figures_url=""),
                    figures={}, snapshot=None)
         ctx.update(nav="audit", filter=self.filterset, choices=audit_filter_choices(),

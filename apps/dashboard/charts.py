@@ -13,7 +13,7 @@ from typing import Any
 import plotly.graph_objects as go
 from django.utils import timezone
 
-from apps.inventory.choices import NODE_STATE_COLOURS, NodeState
+from apps.inventory.choices import NodeState
 from apps.telemetry import selectors as telemetry
 from apps.telemetry.choices import Stage
 
@@ -38,8 +38,8 @@ RACK_METRICS: dict[str, dict[str, Any]] = {
     "state": {"label": "Node state", "field": "state", "zmin": -0.5, "zmax": len(STATE_ORDER) - 0.5,
               "format": "state", "states": STATE_ORDER,
               "colorscale": [c for i, s in enumerate(STATE_ORDER) for c in (
-                  [i / len(STATE_ORDER), NODE_STATE_COLOURS[NodeState(s)]],
-                  [(i + 1) / len(STATE_ORDER), NODE_STATE_COLOURS[NodeState(s)]])]},
+                  [i / len(STATE_ORDER), NodeState(s).colour],
+                  [(i + 1) / len(STATE_ORDER), NodeState(s).colour])]},
 }
 
 

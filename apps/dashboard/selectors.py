@@ -11,11 +11,10 @@ from typing import Any
 
 from django.utils import timezone
 
+from apps.inventory.choices import module_allowed_actions, node_allowed_actions
 from apps.inventory.models import Module, Node
 from apps.operations import selectors as operations
 from apps.telemetry import selectors as telemetry
-
-TIME_RANGES = [(15, "15 m"), (60, "1 h"), (360, "6 h"), (1440, "24 h")]
 
 
 def live_snapshot(*, now: dt.datetime | None = None) -> dict[str, Any]:
@@ -32,18 +31,19 @@ def live_snapshot(*, now: dt.datetime | None = None) -> dict[str, Any]:
 
 
 def node_live(*, node: Node, now: dt.datetime | None = None) -> dict[str, Any]:
-    """The live parts of the node page: state, the active hold and what it waits for, each
-    module's state, versions and newest telemetry."""
+    """The live parts of the node page: state, the actions it allows, the active hold and what it
+    waits for, each module's state, actions, versions and newest telemetry."""
     now = now or timezone.now()
     node.refresh_from_db(fields=["state", "state_changed_at"])
     hold = operations.node_active_hold(node=node)
     latest = telemetry.node_latest(node=node, now=now)
     modules = [{"id": m.pk, "serial": m.serial, "slot": m.slot, "state": m.state, "driver": m.driver_version,
                 "framework": m.framework_version, "firmware": m.firmware_version,
-                "latest": latest["modules"].get(m.pk)}
+                "allowed_actions": module_allowed_actions(m.state), "latest": latest["modules"].get(m.pk)}
                for m in Module.objects.filter(node=node).order_by("slot")]
     return {
         "id": node.pk, "hostname": node.hostname, "state": node.state,
+        "allowed_actions": node_allowed_actions(node.state),
         "state_changed_at": telemetry.iso(node.state_changed_at),
         "hold": None if hold is None else {
             "id": hold.pk, "kind": hold.kind, "owner": hold.owner, "state": hold.state, "reason": hold.reason,

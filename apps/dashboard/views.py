@@ -1,51 +1,22 @@
-"""The live dashboard pages: fleet overview ("/"), rack heat map, tier page. Each
+"""The live dashboard pages: fleet overview ("/"), rack heat map, tier page, node page. Each
 page renders its Plotly figures (built in Python) and the current snapshot, then
-static/js/dashboard.js keeps them live over the websocket."""
+its module in static/js/pages/ keeps them live over the websocket."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.http import Http404
 from django.shortcuts import get_object_or_404
-from django.views.generic import TemplateView
+from django.views.generic import DetailView, TemplateView
 
 from apps.audit import selectors as audit
-from apps.common.roles import OPERATOR, has_role
-from apps.common.views import PLOTLY_VERSION, ViewerRequiredMixin
+from apps.common.pages import page_config
+from apps.common.views import ViewerRequiredMixin
 from apps.dashboard import charts, selectors
 from apps.inventory import selectors as inventory
-from apps.inventory.choices import MODULE_STATE_COLOURS, NODE_STATE_COLOURS, ModuleState, NodeState
-from apps.inventory.models import Tier
+from apps.inventory.models import Node, Tier
 from apps.operations import selectors as operations
-
-DEFAULT_MINUTES = 60
-
-
-def minutes_from(request: Any) -> int:
-    """The chosen time range (minutes), one of TIME_RANGES; the default otherwise."""
-    try:
-        value = int(request.GET.get("minutes", DEFAULT_MINUTES))
-    except ValueError:
-        return DEFAULT_MINUTES
-    return value if value in {m for m, _ in selectors.TIME_RANGES} else DEFAULT_MINUTES
-
-
-def page_config(request: Any, *, socket: str, page: str, figures_url: str, **extra: Any) -> dict[str, Any]:
-    """What a live page needs: its websocket, where to re-fetch, the time range, the
-    viewer's powers (display only: the API enforces them) and the state colours."""
-    minutes = minutes_from(request)
-    return {
-        "minutes": minutes, "time_ranges": selectors.TIME_RANGES if figures_url else [],
-        "plotly_version": PLOTLY_VERSION,
-        "dash_config": {
-            "page": page, "ws": socket, "minutes": minutes, "figures_url": figures_url,
-            "snapshot_url": "/api/v1/live/snapshot/", "can_operate": has_role(request.user, OPERATOR),
-            "state_colours": {str(k): v for k, v in NODE_STATE_COLOURS.items()},
-            "state_labels": dict(NodeState.choices),
-            "module_colours": {str(k): v for k, v in MODULE_STATE_COLOURS.items()},
-            "module_labels": dict(ModuleState.choices), **extra,
-        },
-    }
 
 
 class FleetDashboardView(ViewerRequiredMixin, TemplateView):
@@ -110,11 +81,37 @@ class TierView(ViewerRequiredMixin, TemplateView):
         return ctx
 
 
-def node_live_context(request: Any, node: Any) -> dict[str, Any]:
-    """The node page's live parts (templates/inventory/node_detail.html)."""
-    common = page_config(request, socket=f"/ws/nodes/{node.pk}/", page="node", node_id=node.pk,
-                         figures_url=f"/api/v1/live/figures/nodes/{node.pk}/",
-                         live_url=f"/api/v1/live/nodes/{node.pk}/")
-    return {**common, "live": selectors.node_live(node=node), "snapshot": None,
-            "node_events": audit.audit_recent(limit=6, target_type="node", target_id=str(node.pk)),
-            "figures": charts.node_figures(node=node, minutes=common["minutes"])}
+class NodeDetailView(ViewerRequiredMixin, DetailView):
+    """The node page: the inventory's record of the node and its modules, and its live parts
+    (state, hold, actions, history charts, module telemetry), which read telemetry and
+    operations: so the page lives here, above both."""
+
+    template_name = "inventory/node_detail.html"
+    context_object_name = "node"
+
+    def get_object(self, queryset: Any = None) -> Node:
+        try:
+            return inventory.node_detail(pk=self.kwargs["pk"])
+        except Node.DoesNotExist:
+            raise Http404("no such node") from None
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        ctx = super().get_context_data(**kwargs)
+        node: Node = self.object
+        modules = list(node.modules.all())
+        for m in modules:
+            m.drifted = inventory.module_drifted(m)  # type: ignore[attr-defined]
+        lanes = sum(m.module_type.pcie_lanes for m in modules)
+        power = node.cpu_power_w + sum(m.module_type.power_w for m in modules)
+        common = page_config(self.request, socket=f"/ws/nodes/{node.pk}/", page="node", node_id=node.pk,
+                             figures_url=f"/api/v1/live/figures/nodes/{node.pk}/",
+                             live_url=f"/api/v1/live/nodes/{node.pk}/")
+        ctx.update(
+            common, nav="nodes", modules=modules, lanes_used=lanes, power_w=power,
+            modules_power_w=power - node.cpu_power_w,
+            audit_events=audit.audit_events_for_node(node_id=node.pk, module_ids=[m.pk for m in modules]),
+            live=selectors.node_live(node=node), snapshot=None,
+            node_events=audit.audit_recent(limit=6, target_type="node", target_id=str(node.pk)),
+            figures=charts.node_figures(node=node, minutes=common["minutes"]),
+        )
+        return ctx

@@ -2,6 +2,8 @@
 
 from django.db import models
 
+from apps.common.choices import Badge, ColouredChoices
+
 
 class Status(models.TextChoices):
     """What one evaluation of a check found. ``unknown`` (no fresh telemetry, an error in the
@@ -13,14 +15,13 @@ class Status(models.TextChoices):
     UNKNOWN = "unknown", "Unknown"
 
 
-class Severity(models.TextChoices):
-    CRITICAL = "critical", "Critical"
-    WARNING = "warning", "Warning"
-    INFO = "info", "Info"
+class Severity(ColouredChoices):
+    CRITICAL = "critical", Badge("Critical", "#c0392b")
+    WARNING = "warning", Badge("Warning", "#8a6d00")
+    INFO = "info", Badge("Info", "#4a5bd0")
 
 
 SEVERITY_ORDER: dict[str, int] = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
-SEVERITY_COLOURS: dict[str, str] = {Severity.CRITICAL: "#c0392b", Severity.WARNING: "#8a6d00", Severity.INFO: "#4a5bd0"}
 
 
 class FindingState(models.TextChoices):

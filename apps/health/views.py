@@ -21,7 +21,7 @@ from apps.common.views import ViewerRequiredMixin
 from apps.health import selectors, services
 from apps.health.advisor import advice
 from apps.health.checks import CHECKS
-from apps.health.choices import SEVERITY_COLOURS, Severity
+from apps.health.choices import Severity
 from apps.health.models import Finding
 from apps.inventory.models import Node, Tier
 
@@ -31,7 +31,7 @@ def decorate(findings: list[Finding], now: dt.datetime | None = None) -> list[Fi
     silences = selectors.active_silences(now=now)
     for f in findings:
         f.advice = advice(f.check_name, node_id=f.node_id, tier_id=f.tier_id)  # type: ignore[attr-defined]
-        f.colour = SEVERITY_COLOURS.get(f.severity, "#5f6779")  # type: ignore[attr-defined]
+        f.colour = Severity.colour_of(f.severity)  # type: ignore[attr-defined]
         f.silenced = selectors.is_silenced(f, silences)  # type: ignore[attr-defined]
         f.title = CHECKS[f.check_name].title if f.check_name in CHECKS else f.check_name  # type: ignore[attr-defined]
     return findings

@@ -2,6 +2,8 @@
 
 from django.db import models
 
+from apps.common.choices import Badge, ColouredChoices
+
 
 class TierKind(models.TextChoices):
     ACCESS_LOGIC = "access_logic", "Access & logic"
@@ -9,47 +11,27 @@ class TierKind(models.TextChoices):
     EXTERNAL_LARGE_MODEL = "external_large_model", "External large model"
 
 
-class NodeState(models.TextChoices):
-    STANDBY = "standby", "Standby"
-    ACTIVE = "active", "Active"
-    CORDONED = "cordoned", "Cordoned"
-    DRAINING = "draining", "Draining"
-    DRAINED = "drained", "Drained"
-    MAINTENANCE = "maintenance", "Maintenance"
-    UNREACHABLE = "unreachable", "Unreachable"
-    FAILED = "failed", "Failed"
-    RETIRED = "retired", "Retired"
+class NodeState(ColouredChoices):
+    STANDBY = "standby", Badge("Standby", "#5f6779")
+    ACTIVE = "active", Badge("Active", "#1f7a45")
+    CORDONED = "cordoned", Badge("Cordoned", "#d9a400")
+    DRAINING = "draining", Badge("Draining", "#b35900")
+    DRAINED = "drained", Badge("Drained", "#b35c00")
+    MAINTENANCE = "maintenance", Badge("Maintenance", "#4a5bd0")
+    UNREACHABLE = "unreachable", Badge("Unreachable", "#c0392b")
+    FAILED = "failed", Badge("Failed", "#8e1b10")
+    RETIRED = "retired", Badge("Retired", "#444b57")
 
 
 # States in which a node serves (or finishes) requests: hard admission rules apply.
 SERVING_STATES = frozenset({NodeState.ACTIVE, NodeState.CORDONED, NodeState.DRAINING})
 
-NODE_STATE_COLOURS = {
-    NodeState.STANDBY: "#5f6779",
-    NodeState.ACTIVE: "#1f7a45",
-    NodeState.CORDONED: "#d9a400",
-    NodeState.DRAINING: "#b35900",
-    NodeState.DRAINED: "#b35c00",
-    NodeState.MAINTENANCE: "#4a5bd0",
-    NodeState.UNREACHABLE: "#c0392b",
-    NodeState.FAILED: "#8e1b10",
-    NodeState.RETIRED: "#444b57",
-}
 
-
-class ModuleState(models.TextChoices):
-    HEALTHY = "healthy", "Healthy"
-    DEGRADED = "degraded", "Degraded"
-    QUARANTINED = "quarantined", "Quarantined"
-    FAILED = "failed", "Failed"
-
-
-MODULE_STATE_COLOURS = {
-    ModuleState.HEALTHY: "#1f7a45",
-    ModuleState.DEGRADED: "#d9a400",
-    ModuleState.QUARANTINED: "#b35900",
-    ModuleState.FAILED: "#c0392b",
-}
+class ModuleState(ColouredChoices):
+    HEALTHY = "healthy", Badge("Healthy", "#1f7a45")
+    DEGRADED = "degraded", Badge("Degraded", "#d9a400")
+    QUARANTINED = "quarantined", Badge("Quarantined", "#b35900")
+    FAILED = "failed", Badge("Failed", "#c0392b")
 
 
 class ModuleCapability(models.TextChoices):
@@ -75,21 +57,12 @@ class NicKind(models.TextChoices):
     ETHERNET_10G = "ethernet_10g", "10 Gb Ethernet"
 
 
-class CombinationState(models.TextChoices):
-    CANDIDATE = "candidate", "Candidate"
-    VALIDATING = "validating", "Validating"
-    VALIDATED = "validated", "Validated"
-    PINNED = "pinned", "Pinned"
-    BLOCKED = "blocked", "Blocked"
-
-
-COMBINATION_STATE_COLOURS = {
-    CombinationState.CANDIDATE: "#5f6779",
-    CombinationState.VALIDATING: "#4a5bd0",
-    CombinationState.VALIDATED: "#1f7a45",
-    CombinationState.PINNED: "#1f6f43",
-    CombinationState.BLOCKED: "#c0392b",
-}
+class CombinationState(ColouredChoices):
+    CANDIDATE = "candidate", Badge("Candidate", "#5f6779")
+    VALIDATING = "validating", Badge("Validating", "#4a5bd0")
+    VALIDATED = "validated", Badge("Validated", "#1f7a45")
+    PINNED = "pinned", Badge("Pinned", "#1f6f43")
+    BLOCKED = "blocked", Badge("Blocked", "#c0392b")
 
 
 class EndpointKind(models.TextChoices):
@@ -112,6 +85,34 @@ class Enforcement(models.TextChoices):
 
 
 MAX_MODULES_PER_NODE = 4
+
+# The operator actions on a node and on a module (as the pages and POST /api/v1/nodes/{id}/<action>/
+# name them; "maintenance-leave" is /maintenance/leave/) and the states each one starts from. The
+# lifecycle (apps/operations/lifecycle.py) refuses every other state with 409; the pages enable
+# and the API lists (``allowed_actions``) exactly these. Who holds a node, and the tier's floor,
+# can still refuse an action a state allows.
+_N = NodeState
+NODE_ACTIONS: dict[str, frozenset[NodeState]] = {
+    "cordon": frozenset({_N.ACTIVE}),
+    "drain": frozenset({_N.ACTIVE, _N.CORDONED}),
+    "uncordon": frozenset({_N.CORDONED, _N.DRAINING, _N.DRAINED, _N.MAINTENANCE}),
+    "maintenance": frozenset(set(_N) - {_N.MAINTENANCE, _N.RETIRED}),
+    "maintenance-leave": frozenset({_N.MAINTENANCE}),
+}
+MODULE_ACTIONS: dict[str, frozenset[ModuleState]] = {
+    "quarantine": frozenset({ModuleState.HEALTHY, ModuleState.DEGRADED}),
+    "release": frozenset({ModuleState.QUARANTINED}),
+}
+
+
+def node_allowed_actions(state: str) -> list[str]:
+    """The actions a node in ``state`` accepts, in the pages' order."""
+    return [action for action, states in NODE_ACTIONS.items() if state in states]
+
+
+def module_allowed_actions(state: str) -> list[str]:
+    """The actions a module in ``state`` accepts."""
+    return [action for action, states in MODULE_ACTIONS.items() if state in states]
 
 # States belong to the node lifecycle (apps/operations/lifecycle.py, which holds the transition
 # table); the inventory only sets where a new node or module starts.

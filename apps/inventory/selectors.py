@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from django.db.models import Count, F, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.contrib.postgres.fields import ArrayField
+from django.db.models import Case, Count, F, OuterRef, Prefetch, Q, QuerySet, Subquery, TextField, Value, When
 from django.db.models.functions import Coalesce
 
-from apps.inventory.choices import NODE_STATE_COLOURS, CombinationState, NodeState
+from apps.inventory.choices import (
+    CombinationState,
+    ModuleState,
+    NodeState,
+    module_allowed_actions,
+    node_allowed_actions,
+)
 from apps.inventory.models import ExternalEndpoint, Module, ModuleType, Node, Rack, Tier, VersionCombination
+
+
+def _allowed_actions(states: list[str], allowed: Callable[[str], list[str]]) -> Case:
+    """Each row's ``allowed_actions`` (choices.py's rule) computed from its state in SQL, so the
+    API's lists, read with values(), carry them like any column."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for state in states:
+        groups.setdefault(tuple(allowed(state)), []).append(state)
+    field = ArrayField(TextField())
+    return Case(*[When(state__in=group, then=Value(list(actions), output_field=field))
+                  for actions, group in groups.items() if actions],
+                default=Value([], output_field=field), output_field=field)
 
 
 def node_list() -> QuerySet[Node]:
@@ -16,7 +36,8 @@ def node_list() -> QuerySet[Node]:
     # LIMIT (and makes count() a subquery over it); this is computed for the page's rows only.
     modules = Module.objects.filter(node=OuterRef("pk")).order_by().values("node").annotate(n=Count("pk"))
     return Node.objects.select_related("rack", "tier").annotate(
-        module_count=Coalesce(Subquery(modules.values("n")), 0)
+        module_count=Coalesce(Subquery(modules.values("n")), 0),
+        allowed_actions=_allowed_actions(NodeState.values, node_allowed_actions),
     )
 
 
@@ -40,6 +61,7 @@ def module_list() -> QuerySet[Module]:
     return Module.objects.select_related("module_type", "node").annotate(
         pinned_driver=_pinned("driver__version"),
         pinned_framework=_pinned("framework__version"),
+        allowed_actions=_allowed_actions(ModuleState.values, module_allowed_actions),
     )
 
 
@@ -93,7 +115,7 @@ def tier_overview() -> list[dict[str, Any]]:
             "nodes": sum(counts.values()),
             "active": counts.get(NodeState.ACTIVE, 0),
             "states": [
-                {"value": s.value, "label": s.label, "colour": NODE_STATE_COLOURS[s], "count": counts[s.value]}
+                {"value": s.value, "label": s.label, "colour": s.colour, "count": counts[s.value]}
                 for s in NodeState if counts.get(s.value)
             ],
             "modules": modules.get(tier.pk, 0),

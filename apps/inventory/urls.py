@@ -4,7 +4,6 @@ from apps.inventory import views
 
 urlpatterns = [
     path("nodes/", views.NodeListView.as_view(), name="node-list"),
-    path("nodes/<int:pk>/", views.NodeDetailView.as_view(), name="node-detail"),
     path("combinations/", views.CombinationListView.as_view(), name="combination-list"),
     path("drift/", views.DriftView.as_view(), name="version-drift"),
 ]

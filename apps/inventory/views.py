@@ -1,5 +1,5 @@
-"""Read-only inventory pages: fleet overview, nodes, node detail, version
-combinations and version drift. Edits go through /admin/ and the API."""
+"""Read-only inventory pages: nodes, version combinations and version drift. Edits go through
+/admin/ and the API; the node page, which shows live telemetry, is the dashboard's."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 
 import django_filters
 from django.db.models import Exists, OuterRef, Q, QuerySet
-from django.http import Http404
-from django.views.generic import DetailView, ListView, TemplateView
+from django.views.generic import ListView, TemplateView
 
-from apps.audit.selectors import audit_events_for_node
+from apps.common.pages import page_config
+from apps.common.roles import ADMIN, has_role
 from apps.common.views import ViewerRequiredMixin, filter_data
 from apps.inventory import selectors
 from apps.inventory.choices import NodeState
@@ -52,9 +52,7 @@ class NodeListView(ViewerRequiredMixin, ListView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         ctx = super().get_context_data(**kwargs)
-        from apps.dashboard.views import page_config
-
-        # operators cordon or drain a selection (dashboard.js: one confirmation, one API call per node)
+        # operators cordon or drain a selection (static/js/pages/nodes.js: one confirmation, one API call per node)
         ctx.update(page_config(self.request, socket="/ws/fleet/", page="nodes", figures_url=""),
                    figures={}, snapshot=None)
         ctx.update(nav="nodes", filter=self.filterset, filtered=self.filterset.is_bound,
@@ -63,47 +61,11 @@ class NodeListView(ViewerRequiredMixin, ListView):
         return ctx
 
 
-class NodeDetailView(ViewerRequiredMixin, DetailView):
-    template_name = "inventory/node_detail.html"
-    context_object_name = "node"
-
-    def get_object(self, queryset: QuerySet[Node] | None = None) -> Node:
-        try:
-            return selectors.node_detail(pk=self.kwargs["pk"])
-        except Node.DoesNotExist:
-            raise Http404("no such node") from None
-
-    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        ctx = super().get_context_data(**kwargs)
-        node: Node = self.object
-        modules = list(node.modules.all())
-        for m in modules:
-            m.drifted = selectors.module_drifted(m)  # type: ignore[attr-defined]
-        lanes = sum(m.module_type.pcie_lanes for m in modules)
-        power = node.cpu_power_w + sum(m.module_type.power_w for m in modules)
-        ctx.update(
-            nav="nodes",
-            modules=modules,
-            lanes_used=lanes,
-            power_w=power,
-            modules_power_w=power - node.cpu_power_w,
-            audit_events=audit_events_for_node(node_id=node.pk, module_ids=[m.pk for m in modules])
-        )
-        # The live parts (apps/dashboard): history charts, state, drain, module telemetry, actions.
-        from apps.dashboard.views import node_live_context
-
-        ctx.update(node_live_context(self.request, node))
-        return ctx
-
-
 class CombinationListView(ViewerRequiredMixin, TemplateView):
     template_name = "inventory/combinations.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         ctx = super().get_context_data(**kwargs)
-        from apps.common.roles import ADMIN, has_role
-        from apps.dashboard.views import page_config
-
         ctx.update(page_config(self.request, socket="/ws/fleet/", page="combinations", figures_url=""))
         # validating, pinning and blocking are admin actions (the API enforces it; this hides the buttons)
         ctx.update(nav="combinations", module_types=selectors.combination_overview(), figures={}, snapshot=None,

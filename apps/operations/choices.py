@@ -2,6 +2,8 @@
 
 from django.db import models
 
+from apps.common.choices import Badge, ColouredChoices
+
 
 class Owner(models.TextChoices):
     """Who holds a cordon, drain or quarantine. One owner never clears another's."""
@@ -17,21 +19,14 @@ class DrainKind(models.TextChoices):
     DRAIN = "drain", "Drain (cordon, then wait for zero in-flight)"
 
 
-class DrainState(models.TextChoices):
-    CORDONED = "cordoned", "Cordoned"
-    DRAINING = "draining", "Draining"
-    DRAINED = "drained", "Drained"
-    RELEASED = "released", "Released"
+class DrainState(ColouredChoices):
+    CORDONED = "cordoned", Badge("Cordoned", "#8a6d00")
+    DRAINING = "draining", Badge("Draining", "#b35900")
+    DRAINED = "drained", Badge("Drained", "#b35c00")
+    RELEASED = "released", Badge("Released", "#5f6779")
 
 
 ACTIVE_DRAIN_STATES = (DrainState.CORDONED, DrainState.DRAINING, DrainState.DRAINED)
-
-DRAIN_STATE_COLOURS: dict[str, str] = {
-    DrainState.CORDONED: "#8a6d00",
-    DrainState.DRAINING: "#b35900",
-    DrainState.DRAINED: "#b35c00",
-    DrainState.RELEASED: "#5f6779",
-}
 
 
 class DeadlineAction(models.TextChoices):
@@ -49,17 +44,10 @@ class AfterDrain(models.TextChoices):
     STANDBY = "standby", "Return to standby (scale-down)"
 
 
-class ScaleState(models.TextChoices):
-    RUNNING = "running", "Running"
-    COMPLETED = "completed", "Completed"
-    SUPERSEDED = "superseded", "Superseded"
-
-
-SCALE_STATE_COLOURS: dict[str, str] = {
-    ScaleState.RUNNING: "#4a5bd0",
-    ScaleState.COMPLETED: "#1f7a45",
-    ScaleState.SUPERSEDED: "#5f6779",
-}
+class ScaleState(ColouredChoices):
+    RUNNING = "running", Badge("Running", "#4a5bd0")
+    COMPLETED = "completed", Badge("Completed", "#1f7a45")
+    SUPERSEDED = "superseded", Badge("Superseded", "#5f6779")
 
 
 class DecisionAction(models.TextChoices):

@@ -37,7 +37,7 @@ from apps.audit.models import AuditEvent
 from apps.audit.services import actor_identity, actor_name, audit_record
 from apps.common.errors import Conflict
 from apps.common.events import FLEET_GROUP, node_group, publish
-from apps.inventory.choices import SERVING_STATES, ModuleState, NodeState
+from apps.inventory.choices import MODULE_ACTIONS, NODE_ACTIONS, SERVING_STATES, ModuleState, NodeState
 from apps.inventory.models import Module, Node, Tier
 from apps.operations import capacity, selectors
 from apps.operations.choices import (
@@ -240,7 +240,7 @@ def node_cordon(*, node: Node, owner: str = Owner.OPERATOR, reason: str, actor: 
         if hold.owner == owner:
             return Result(hold, False)
         _check_owner(hold, owner=owner, override=False, reason=reason, what=f"node {node.hostname}")
-    if node.state != N.ACTIVE:
+    if node.state not in NODE_ACTIONS["cordon"]:
         raise Conflict(f"node {node.hostname} is {node.state}; only an active node can be cordoned")
     numbers = capacity_guard(tier=node.tier, owner=owner, override=override, critical=critical,
                              reason=reason, nodes=1)
@@ -276,6 +276,9 @@ def node_drain(*, node: Node, owner: str = Owner.OPERATOR, reason: str, actor: A
             _check_owner(hold, owner=owner, override=False, reason=reason, what=f"node {node.hostname}")
         if hold.kind == DrainKind.DRAIN:
             return Result(hold, False)
+    if node.state not in NODE_ACTIONS["drain"]:  # e.g. unreachable: its hold stays until it reports again
+        raise Conflict(f"node {node.hostname} is {node.state}; only an active or cordoned node can be drained")
+    if hold is not None:
         # The owner's cordon becomes a drain (the node is already out of service: no guard).
         hold.kind, hold.state, hold.reason = DrainKind.DRAIN, DrainState.DRAINING, reason
         hold.started_at = now
@@ -284,8 +287,6 @@ def node_drain(*, node: Node, owner: str = Owner.OPERATOR, reason: str, actor: A
         hold.after, hold.scale_request = after, scale_request
         hold.save()
     else:
-        if node.state not in (N.ACTIVE, N.CORDONED):
-            raise Conflict(f"node {node.hostname} is {node.state}; only an active or cordoned node can be drained")
         if guarded and node.state == N.ACTIVE:
             numbers = capacity_guard(tier=node.tier, owner=owner, override=override, critical=critical,
                                      reason=reason, nodes=1)
@@ -313,7 +314,7 @@ def node_uncordon(*, node: Node, owner: str = Owner.OPERATOR, reason: str, actor
     if hold is None:
         if node.state == N.ACTIVE:
             return Result(None, False)
-        if node.state not in (N.CORDONED, N.DRAINING, N.DRAINED, N.MAINTENANCE):
+        if node.state not in NODE_ACTIONS["uncordon"]:
             raise Conflict(f"node {node.hostname} is {node.state}; nothing to uncordon")
         _move(node, N.ACTIVE, actor=actor, action="node.uncordon", reason=reason, source=source, owner=owner,
               command=(CommandKind.UNCORDON, {}))
@@ -339,6 +340,8 @@ def node_maintenance_enter(*, node: Node, owner: str = Owner.OPERATOR, reason: s
     hold = _active_hold(node)
     if node.state == N.MAINTENANCE:
         return Result(hold, False)
+    if node.state not in NODE_ACTIONS["maintenance"]:
+        raise Conflict(f"node {node.hostname} is {node.state}; it cannot enter maintenance")
     if hold is not None and hold.owner != owner:
         _check_owner(hold, owner=owner, override=False, reason=reason, what=f"node {node.hostname}")
     if node.state in (N.STANDBY, N.FAILED, N.UNREACHABLE, N.DRAINED):
@@ -363,7 +366,7 @@ def node_maintenance_leave(*, node: Node, owner: str = Owner.OPERATOR, reason: s
                            override: bool = False, source: str = Source.API) -> Result:
     """Back to work: to active if the node was drained into maintenance, to standby otherwise."""
     locked = lock_node(node)
-    if locked.state != N.MAINTENANCE:
+    if locked.state not in NODE_ACTIONS["maintenance-leave"]:
         raise Conflict(f"node {locked.hostname} is {locked.state}, not in maintenance")
     hold = _active_hold(locked)
     if hold is None:
@@ -578,7 +581,7 @@ def module_quarantine(*, module: Module, owner: str = Owner.OPERATOR, reason: st
         if hold.owner == owner:
             return Result(hold, False)
         _check_owner(hold, owner=owner, override=False, reason=reason, what=f"module {module.serial}")
-    if module.state not in (M.HEALTHY, M.DEGRADED):
+    if module.state not in MODULE_ACTIONS["quarantine"]:
         raise Conflict(f"module {module.serial} is {module.state}; only a healthy or degraded module can be "
                        "quarantined")
     numbers: dict[str, Any] = {}

@@ -2,17 +2,19 @@
 
 from django.db import models
 
+from apps.common.choices import Badge, ColouredChoices
 
-class RolloutState(models.TextChoices):
-    PLANNED = "planned", "Planned"
-    CANARY = "canary", "Canary"
-    WAVES = "waves", "Waves"
-    PAUSED = "paused", "Paused"
-    COMPLETED = "completed", "Completed"
-    ABORTED = "aborted", "Aborted"
-    ROLLING_BACK = "rolling_back", "Rolling back"
-    ROLLED_BACK = "rolled_back", "Rolled back"
-    FAILED = "failed", "Failed"
+
+class RolloutState(ColouredChoices):
+    PLANNED = "planned", Badge("Planned", "#5f6779")
+    CANARY = "canary", Badge("Canary", "#4a5bd0")
+    WAVES = "waves", Badge("Waves", "#4a5bd0")
+    PAUSED = "paused", Badge("Paused", "#8a6d00")
+    COMPLETED = "completed", Badge("Completed", "#1f7a45")
+    ABORTED = "aborted", Badge("Aborted", "#444b57")
+    ROLLING_BACK = "rolling_back", Badge("Rolling back", "#b35900")
+    ROLLED_BACK = "rolled_back", Badge("Rolled back", "#b35c00")
+    FAILED = "failed", Badge("Failed", "#c0392b")
 
 
 ACTIVE_ROLLOUT_STATES = frozenset({RolloutState.PLANNED, RolloutState.CANARY, RolloutState.WAVES,
@@ -20,18 +22,6 @@ ACTIVE_ROLLOUT_STATES = frozenset({RolloutState.PLANNED, RolloutState.CANARY, Ro
 FINAL_ROLLOUT_STATES = frozenset({RolloutState.COMPLETED, RolloutState.ABORTED, RolloutState.ROLLED_BACK,
                                   RolloutState.FAILED})
 
-# Badge backgrounds under white 12 px text: each at least 4.5:1 (WCAG AA; tests/common/test_badge_colours.py).
-ROLLOUT_STATE_COLOURS = {
-    RolloutState.PLANNED: "#5f6779",
-    RolloutState.CANARY: "#4a5bd0",
-    RolloutState.WAVES: "#4a5bd0",
-    RolloutState.PAUSED: "#8a6d00",
-    RolloutState.COMPLETED: "#1f7a45",
-    RolloutState.ABORTED: "#444b57",
-    RolloutState.ROLLING_BACK: "#b35900",
-    RolloutState.ROLLED_BACK: "#b35c00",
-    RolloutState.FAILED: "#c0392b",
-}
 
 
 class OnFailure(models.TextChoices):
@@ -39,39 +29,25 @@ class OnFailure(models.TextChoices):
     PAUSE = "pause", "Pause and wait for an operator"
 
 
-class Step(models.TextChoices):
+class Step(ColouredChoices):
     """One node's step. Forward: pending → cordoning → draining → installing → validating →
     uncordoning → done; on failure: failed → rolling_back → rolled_back; skipped (with its reason)."""
 
-    PENDING = "pending", "Pending"
-    CORDONING = "cordoning", "Cordoning"
-    DRAINING = "draining", "Draining"
-    INSTALLING = "installing", "Installing"
-    VALIDATING = "validating", "Validating"
-    UNCORDONING = "uncordoning", "Uncordoning"
-    DONE = "done", "Done"
-    FAILED = "failed", "Failed"
-    ROLLING_BACK = "rolling_back", "Rolling back"
-    ROLLED_BACK = "rolled_back", "Rolled back"
-    SKIPPED = "skipped", "Skipped"
+    PENDING = "pending", Badge("Pending", "#5f6779")
+    CORDONING = "cordoning", Badge("Cordoning", "#8a6d00")
+    DRAINING = "draining", Badge("Draining", "#b35900")
+    INSTALLING = "installing", Badge("Installing", "#4a5bd0")
+    VALIDATING = "validating", Badge("Validating", "#4a5bd0")
+    UNCORDONING = "uncordoning", Badge("Uncordoning", "#8a6d00")
+    DONE = "done", Badge("Done", "#1f7a45")
+    FAILED = "failed", Badge("Failed", "#c0392b")
+    ROLLING_BACK = "rolling_back", Badge("Rolling back", "#b35900")
+    ROLLED_BACK = "rolled_back", Badge("Rolled back", "#b35c00")
+    SKIPPED = "skipped", Badge("Skipped", "#444b57")
 
 
 IN_PROGRESS_STEPS = frozenset({Step.CORDONING, Step.DRAINING, Step.INSTALLING, Step.VALIDATING, Step.UNCORDONING})
 FINAL_STEPS = frozenset({Step.DONE, Step.ROLLED_BACK, Step.SKIPPED})
-
-STEP_COLOURS = {
-    Step.PENDING: "#5f6779",
-    Step.CORDONING: "#8a6d00",
-    Step.DRAINING: "#b35900",
-    Step.INSTALLING: "#4a5bd0",
-    Step.VALIDATING: "#4a5bd0",
-    Step.UNCORDONING: "#8a6d00",
-    Step.DONE: "#1f7a45",
-    Step.FAILED: "#c0392b",
-    Step.ROLLING_BACK: "#b35900",
-    Step.ROLLED_BACK: "#b35c00",
-    Step.SKIPPED: "#444b57",
-}
 
 
 class RollbackPhase(models.TextChoices):

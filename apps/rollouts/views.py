@@ -14,7 +14,7 @@ from apps.common.views import PLOTLY_VERSION, ViewerRequiredMixin
 from apps.inventory.choices import CombinationState
 from apps.inventory.models import Rack, Tier, VersionCombination
 from apps.rollouts import selectors
-from apps.rollouts.choices import ROLLOUT_STATE_COLOURS, STEP_COLOURS, OnFailure, RolloutState, Step
+from apps.rollouts.choices import OnFailure, RolloutState, Step
 from apps.rollouts.services import ROLLABLE_STATES, default_suite
 
 
@@ -25,7 +25,7 @@ class RolloutListView(ViewerRequiredMixin, TemplateView):
         ctx = super().get_context_data(**kwargs)
         rollouts = list(selectors.rollout_list()[:50])
         for r in rollouts:
-            r.colour = ROLLOUT_STATE_COLOURS.get(RolloutState(r.state), "#5f6779")  # type: ignore[attr-defined]
+            r.colour = RolloutState.colour_of(r.state)  # type: ignore[attr-defined]
             r.progress = selectors.progress(r)  # type: ignore[attr-defined]
         validated = (VersionCombination.objects.filter(state=CombinationState.VALIDATED)
                      .select_related("module_type", "driver", "framework"))
@@ -41,12 +41,12 @@ class RolloutDetailView(ViewerRequiredMixin, TemplateView):
         rollout = get_object_or_404(selectors.rollout_list(), pk=kwargs["pk"])
         nodes = list(selectors.rollout_nodes(rollout))
         for rn in nodes:
-            rn.colour = STEP_COLOURS.get(Step(rn.step), "#5f6779")  # type: ignore[attr-defined]
+            rn.colour = Step.colour_of(rn.step)  # type: ignore[attr-defined]
         progress = selectors.progress(rollout)
         ctx.update(nav="rollouts", rollout=rollout, nodes=nodes, progress=progress, plotly_version=PLOTLY_VERSION,
-                   colour=ROLLOUT_STATE_COLOURS.get(RolloutState(rollout.state), "#5f6779"),
+                   colour=RolloutState.colour_of(rollout.state),
                    config={"api": f"/api/v1/rollouts/{rollout.pk}/", "id": rollout.pk, "ws": "/ws/fleet/",
-                           "step_colours": dict(STEP_COLOURS), "state_colours": dict(ROLLOUT_STATE_COLOURS)})
+                           "step_colours": Step.colours(), "state_colours": RolloutState.colours()})
         return ctx
 
 

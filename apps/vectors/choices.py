@@ -2,31 +2,24 @@
 
 from django.db import models
 
+from apps.common.choices import Badge, ColouredChoices
+
 
 class SuiteState(models.TextChoices):
     DRAFT = "draft", "Draft"
     PUBLISHED = "published", "Published (immutable)"
 
 
-class RunState(models.TextChoices):
-    QUEUED = "queued", "Queued"
-    RUNNING = "running", "Running"
-    PASSED = "passed", "Passed"
-    FAILED = "failed", "Failed"
-    ERROR = "error", "Error"
-    CANCELLED = "cancelled", "Cancelled"
+class RunState(ColouredChoices):
+    QUEUED = "queued", Badge("Queued", "#5f6779")
+    RUNNING = "running", Badge("Running", "#4a5bd0")
+    PASSED = "passed", Badge("Passed", "#1f7a45")
+    FAILED = "failed", Badge("Failed", "#c0392b")
+    ERROR = "error", Badge("Error", "#8e1b10")
+    CANCELLED = "cancelled", Badge("Cancelled", "#444b57")
 
 
 FINAL_RUN_STATES = frozenset({RunState.PASSED, RunState.FAILED, RunState.ERROR, RunState.CANCELLED})
-
-RUN_STATE_COLOURS: dict[str, str] = {
-    RunState.QUEUED: "#5f6779",
-    RunState.RUNNING: "#4a5bd0",
-    RunState.PASSED: "#1f7a45",
-    RunState.FAILED: "#c0392b",
-    RunState.ERROR: "#8e1b10",
-    RunState.CANCELLED: "#444b57",
-}
 
 
 class RunPurpose(models.TextChoices):
@@ -57,16 +50,10 @@ class TargetState(models.TextChoices):
     ERROR = "error", "Error"
 
 
-class Outcome(models.TextChoices):
-    PASS = "pass", "Pass"
-    FAIL = "fail", "Fail (ran; outside tolerance)"
-    UNSUPPORTED = "unsupported", "Unsupported (the runtime refused the model)"
-    ERROR = "error", "Error (loaded, then failed at run time)"
+class Outcome(ColouredChoices):
+    PASS = "pass", Badge("Pass", "#1f7a45")
+    FAIL = "fail", Badge("Fail (ran; outside tolerance)", "#c0392b")
+    UNSUPPORTED = "unsupported", Badge("Unsupported (the runtime refused the model)", "#8a6d00")
+    ERROR = "error", Badge("Error (loaded, then failed at run time)", "#8e1b10")
 
 
-OUTCOME_COLOURS: dict[str, str] = {
-    Outcome.PASS: "#1f7a45",
-    Outcome.FAIL: "#c0392b",
-    Outcome.UNSUPPORTED: "#8a6d00",
-    Outcome.ERROR: "#8e1b10",
-}

@@ -14,14 +14,14 @@ from apps.common.views import PLOTLY_VERSION, ViewerRequiredMixin
 from apps.inventory.selectors import combination_overview
 from apps.vectors import selectors
 from apps.vectors.charts import operator_figure
-from apps.vectors.choices import FINAL_RUN_STATES, OUTCOME_COLOURS, RUN_STATE_COLOURS, Outcome
+from apps.vectors.choices import FINAL_RUN_STATES, Outcome, RunState
 from apps.vectors.models import VectorRun
 
 RESULTS_SHOWN = 500
 
 
 def _colour(run: VectorRun) -> VectorRun:
-    run.colour = RUN_STATE_COLOURS.get(run.state, "#5f6779")  # type: ignore[attr-defined]
+    run.colour = RunState.colour_of(run.state)  # type: ignore[attr-defined]
     return run
 
 
@@ -68,7 +68,7 @@ class RunDetailView(ViewerRequiredMixin, TemplateView):
             results = results.filter(outcome=outcome)
         rows = list(results[:RESULTS_SHOWN])
         for r in rows:
-            r.colour = OUTCOME_COLOURS.get(r.outcome, "#5f6779")  # type: ignore[attr-defined]
+            r.colour = Outcome.colour_of(r.outcome)  # type: ignore[attr-defined]
         ctx.update(nav="vectors", run=run, progress=selectors.run_progress(run), results=rows,
                    outcome=outcome, outcomes=Outcome.choices, live=run.state not in FINAL_RUN_STATES,
                    shown_limit=RESULTS_SHOWN)

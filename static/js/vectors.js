@@ -1,55 +1,33 @@
-// Vector actions on /versions/ and the run page: validate a candidate, run a suite on a
-// combination's modules, cancel a run. Each asks for a reason (it goes to the audit log),
-// posts to the API and opens the run's page; an error is shown beside the button.
-(function () {
-  "use strict";
+/* vectors.js: vector actions on /versions/ and the run page: validate a candidate, run a suite on a
+ * combination's modules, cancel a run. Each asks for a reason in the action dialog (it goes to the
+ * audit log), posts to the API and opens the run's page; a refusal shows in the dialog. */
+import { ask, errorText, send } from "./actions.js";
 
-  function csrfToken() {
-    const m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-    return m ? decodeURIComponent(m[1]) : "";
-  }
-
-  function showError(button, text) {
-    let out = button.parentElement.querySelector(".vector-action-error");
-    if (!out) {
-      out = document.createElement("div");
-      out.className = "vector-action-error bad small";
-      button.parentElement.appendChild(out);
-    }
-    out.textContent = text;
-  }
-
-  async function act(button) {
-    const reason = window.prompt(button.dataset.prompt || "Reason (goes to the audit log)", "");
-    if (reason === null) return;
-    const body = { reason: reason };
-    if (button.dataset.suite) body.suite = Number(button.dataset.suite);
-    if (button.dataset.combination) body.combination = Number(button.dataset.combination);
-    button.disabled = true;
-    try {
-      const response = await fetch(button.dataset.url, {
-        method: "POST", credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "Accept": "application/json", "X-CSRFToken": csrfToken() },
-        body: JSON.stringify(body),
-      });
-      const data = await response.json().catch(() => ({}));
-      if (!response.ok) {
-        showError(button, data.detail || ("the request failed: " + response.status));
-        button.disabled = false;
-        return;
-      }
-      window.location.href = "/vector-runs/" + data.id + "/";
-    } catch (err) {
-      showError(button, "the request failed: " + err);
-      button.disabled = false;
-    }
-  }
-
-  document.addEventListener("click", function (event) {
-    const button = event.target.closest("button[data-vector-action]");
-    if (button) {
-      event.preventDefault();
-      act(button);
-    }
+function act(button) {
+  ask({
+    title: button.textContent.trim(),
+    text: button.dataset.prompt || "Reason (goes to the audit log)",
+    async submit(reason) {
+      const body = { reason: reason };
+      if (button.dataset.suite) body.suite = Number(button.dataset.suite);
+      if (button.dataset.combination) body.combination = Number(button.dataset.combination);
+      const res = await send(button.dataset.url, body);
+      if (!res.ok) return errorText(res);
+      window.location.href = "/vector-runs/" + res.data.id + "/";
+      return null;
+    },
   });
-})();
+}
+
+// A live run's page re-reads itself every 3 s, but not while the operator types a reason.
+if (document.getElementById("run-cancel")) {
+  setInterval(() => { if (!document.getElementById("action-dialog").open) location.reload(); }, 3000);
+}
+
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("button[data-vector-action]");
+  if (button) {
+    event.preventDefault();
+    act(button);
+  }
+});

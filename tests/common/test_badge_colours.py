@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from apps.health.choices import SEVERITY_COLOURS
-from apps.inventory.choices import COMBINATION_STATE_COLOURS, MODULE_STATE_COLOURS, NODE_STATE_COLOURS
+from apps.health.choices import Severity
+from apps.inventory.choices import CombinationState, ModuleState, NodeState
 from apps.inventory.templatetags.inventory_ui import _text_colour
-from apps.operations.choices import DRAIN_STATE_COLOURS, SCALE_STATE_COLOURS
-from apps.rollouts.choices import ROLLOUT_STATE_COLOURS, STEP_COLOURS
-from apps.vectors.choices import OUTCOME_COLOURS, RUN_STATE_COLOURS
+from apps.operations.choices import DrainState, ScaleState
+from apps.rollouts.choices import RolloutState, Step
+from apps.vectors.choices import Outcome, RunState
 
 AA = 4.5
 WHITE = "#ffffff"
@@ -48,9 +48,9 @@ def test_the_contrast_formula_gives_the_known_figures() -> None:
 
 
 WHITE_TEXT: dict[str, Mapping[Any, str]] = {
-    "rollout state": ROLLOUT_STATE_COLOURS, "rollout step": STEP_COLOURS, "vector run": RUN_STATE_COLOURS,
-    "vector outcome": OUTCOME_COLOURS, "finding severity": SEVERITY_COLOURS, "drain": DRAIN_STATE_COLOURS,
-    "scale request": SCALE_STATE_COLOURS,
+    "rollout state": RolloutState.colours(), "rollout step": Step.colours(), "vector run": RunState.colours(),
+    "vector outcome": Outcome.colours(), "finding severity": Severity.colours(), "drain": DrainState.colours(),
+    "scale request": ScaleState.colours(),
 }
 
 
@@ -61,7 +61,7 @@ def test_badges_with_white_text_meet_aa(kind: str) -> None:
     assert poor == {}, f"{kind} badges below {AA}:1 with white text: {poor}"
 
 
-@pytest.mark.parametrize("colours", [NODE_STATE_COLOURS, MODULE_STATE_COLOURS, COMBINATION_STATE_COLOURS],
+@pytest.mark.parametrize("colours", [NodeState.colours(), ModuleState.colours(), CombinationState.colours()],
                          ids=["node", "module", "combination"])
 def test_inventory_badges_meet_aa_with_the_text_colour_they_pick(colours: dict[str, str]) -> None:
     poor = {str(s): c for s, c in colours.items() if contrast(c, _text_colour(c)) < AA}
@@ -70,7 +70,7 @@ def test_inventory_badges_meet_aa_with_the_text_colour_they_pick(colours: dict[s
 
 def test_the_live_pages_fall_back_to_a_readable_colour() -> None:
     """A state the rollout page's script has no colour for is drawn in its fallback."""
-    script = (Path(__file__).resolve().parents[2] / "static" / "js" / "rollouts.js").read_text()
+    script = (Path(__file__).resolve().parents[2] / "static" / "js" / "pages" / "rollout.js").read_text()
     fallbacks = set(re.findall(r'\|\| "(#[0-9a-fA-F]{6})"', script))
-    assert fallbacks, "no fallback colour found in rollouts.js"
+    assert fallbacks, "no fallback colour found in rollout.js"
     assert all(contrast(c, WHITE) >= AA for c in fallbacks), fallbacks

@@ -366,3 +366,19 @@ def test_grouped_and_paged_racks_count_the_racks(viewer_api, fleet):  # type: ig
     assert body["count"] == 12 and len(body["results"]) == 2
     assert {r["name"]: r["node_count"] for r in body["results"]} == {"r-10": 0, "r1": 31}
     assert viewer_api.get("/api/v1/racks/", {"limit": 5, "offset": 12}).json()["count"] == 12
+
+
+def test_it_lists_the_actions_each_nodes_and_modules_state_allows(admin_api, fleet):  # type: ignore[no-untyped-def]
+    node = fleet["node"]
+    Node.objects.filter(pk=node.pk).update(state=NodeState.ACTIVE)
+    module = Module.objects.create(serial="m-1", module_type=fleet["fast"], node=node, slot=0)
+    Module.objects.filter(pk=module.pk).update(state="quarantined")
+
+    listed = admin_api.get(NODES).json()["results"][0]
+    detail = admin_api.get(f"{NODES}{node.pk}/").json()
+    modules = admin_api.get("/api/v1/modules/").json()["results"]
+
+    assert listed["allowed_actions"] == detail["allowed_actions"] == ["cordon", "drain", "maintenance"]
+    assert [m["allowed_actions"] for m in modules] == [["release"]]
+    created = admin_api.post(NODES, node_body(), format="json").json()
+    assert created["state"] == "standby" and created["allowed_actions"] == ["maintenance"]

@@ -30,7 +30,7 @@ def test_an_operator_previews_starts_pauses_resumes_and_aborts_a_rollout(  # typ
     assert combination is not None
     page = browser_page
     reasons = iter(["look at the canary first", "looks fine", "stop here"])
-    page.on("dialog", lambda d: d.accept(next(reasons)) if d.type == "prompt" else d.accept())
+    page.on("dialog", lambda d: d.accept())  # "Start the rollout now?"
     login_by_cookie(page, live_server, OPERATOR, next_url="/combinations/")
     page.click(f"a.rollout-start[href$='combination={combination.pk}']")
     page.select_option("select[name=racks]", label="rack-1")
@@ -48,6 +48,8 @@ def test_an_operator_previews_starts_pauses_resumes_and_aborts_a_rollout(  # typ
     for control, states in (("pause", {"paused"}), ("resume", {"planned", "canary", "waves"}),
                             ("abort", {"aborted"})):
         page.click(f"button[data-control={control}]")
+        page.fill("#action-reason", next(reasons))  # the reason dialog
+        page.click("#action-confirm")
         wait_for(lambda s=states: Rollout.objects.get(pk=rollout.pk).state in s, timeout=60,  # type: ignore[misc]
                  what=f"the rollout to be {' or '.join(sorted(states))} after {control}")
     page.wait_for_function("() => document.querySelector('#rollout-state').textContent.includes('aborted')")

@@ -25,9 +25,10 @@ def test_an_operator_validates_a_candidate_from_the_versions_page(  # type: igno
     candidate = VersionCombination.objects.get(state=CombinationState.CANDIDATE)
     page = browser_page
     login_by_cookie(page, live_server, OPERATOR, next_url="/versions/")
-    page.once("dialog", lambda dialog: dialog.accept("new driver for the AX modules"))
+    page.click(f"tr[data-combination='{candidate.pk}'] button[data-vector-action=validate]")
+    page.fill("#action-reason", "new driver for the AX modules")  # the reason dialog
     with page.expect_navigation(url="**/vector-runs/*/"):
-        page.click(f"tr[data-combination='{candidate.pk}'] button[data-vector-action=validate]")
+        page.click("#action-confirm")
     run = VectorRun.objects.get(combination=candidate)
     assert page.url.endswith(f"/vector-runs/{run.pk}/")
     assert f"Vector run #{run.pk}" in page.inner_text("h1")

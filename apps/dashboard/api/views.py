@@ -13,12 +13,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.common.leases import lease_holders
+from apps.common.pages import TIME_RANGES, minutes_from
 from apps.common.permissions import IsViewer
 from apps.dashboard import charts, selectors
-from apps.dashboard.views import minutes_from
 from apps.inventory.models import Node, Tier
 
-MINUTES = OpenApiParameter("minutes", int, enum=[m for m, _ in selectors.TIME_RANGES],
+MINUTES = OpenApiParameter("minutes", int, enum=[m for m, _ in TIME_RANGES],
                            description="Time range of the series in minutes (default 60)")
 
 

@@ -129,6 +129,11 @@ class NodeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     warnings = AdmissionWarningSerializer(many=True, read_only=True,
                                           help_text="Soft admission findings, recomputed after every change")
     module_count = serializers.IntegerField(read_only=True, help_text="Modules installed in the node")
+    allowed_actions = serializers.ListField(
+        child=serializers.CharField(), read_only=True,
+        help_text="The actions the node's state accepts (POST /api/v1/nodes/{id}/<action>/; "
+                  "maintenance-leave is /maintenance/leave/); who holds the node and the tier's floor "
+                  "can still refuse one")
 
     class Meta:
         model = Node
@@ -137,7 +142,7 @@ class NodeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "cpu_model", "cpu_cores", "cpu_clock_ghz", "l3_cache_mb", "memory_gb", "memory_channels",
             "ecc_memory", "pcie_lanes", "nic_kind", "nic_speed_gbps", "cpu_power_w", "power_budget_w",
             "omp_num_threads", "mkl_num_threads", "isolated_cores", "labels", "warnings", "module_count",
-            "created_at", "updated_at",
+            "allowed_actions", "created_at", "updated_at",
         ]
         read_only_fields = ["state_changed_at"]
         extra_kwargs = {"state": {"help_text": "Where a new node starts (standby or maintenance); read-only after "
@@ -179,13 +184,16 @@ class ModuleSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
                                              help_text="Framework version of the type's pinned combination")
     drift = serializers.BooleanField(read_only=True,
                                      help_text="True when driver or framework differs from the type's pin")
+    allowed_actions = serializers.ListField(
+        child=serializers.CharField(), read_only=True,
+        help_text="The actions the module's state accepts: POST /api/v1/modules/{id}/<action>/")
 
     class Meta:
         model = Module
         fields = [
             "id", "serial", "module_type", "node", "node_hostname", "slot", "state", "driver_version",
             "framework_version", "firmware_version", "pinned_driver", "pinned_framework", "drift",
-            "created_at", "updated_at",
+            "allowed_actions", "created_at", "updated_at",
         ]
         extra_kwargs = {"state": {"help_text": "Where a new module starts (healthy, degraded or failed); read-only "
                                                "after that: /api/v1/modules/{id}/quarantine/ and /release/"}}

@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django import template
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from apps.inventory.choices import (
-    COMBINATION_STATE_COLOURS,
-    MODULE_STATE_COLOURS,
-    NODE_STATE_COLOURS,
-    CombinationState,
-    ModuleState,
-    NodeState,
-)
+from apps.common.choices import ColouredChoices
+from apps.inventory.choices import CombinationState, ModuleState, NodeState
 
 register = template.Library()
 
-_KINDS: dict[str, tuple[Any, dict[Any, str]]] = {
-    "node": (NodeState, NODE_STATE_COLOURS),
-    "module": (ModuleState, MODULE_STATE_COLOURS),
-    "combination": (CombinationState, COMBINATION_STATE_COLOURS),
-}
+_KINDS: dict[str, type[ColouredChoices]] = {"node": NodeState, "module": ModuleState, "combination": CombinationState}
 
 
 def _text_colour(background: str) -> str:
@@ -34,11 +22,21 @@ def _text_colour(background: str) -> str:
 
 @register.simple_tag
 def state_badge(state: str, kind: str = "node") -> SafeString:
-    choices, colours = _KINDS[kind]
+    choices = _KINDS[kind]
     try:
         label = choices(state).label
     except ValueError:
         label = state
-    background = colours.get(state, "#6b7385")
+    background = choices.colour_of(state, "#6b7385")
     return format_html('<span class="badge state-{}" style="background:{};color:{}">{}</span>',
                        state, background, _text_colour(background), label)
+
+
+@register.simple_tag
+def state_badge_templates() -> SafeString:
+    """Every node and module state's badge, as the server draws it, in a ``<template>``: the live
+    pages' scripts copy the one a new state needs instead of colouring their own."""
+    badges = format_html_join("", '<span data-badge="{}:{}">{}</span>',
+                              ((kind, value, state_badge(value, kind)) for kind in ("node", "module")
+                               for value in _KINDS[kind].values))
+    return format_html('<template id="state-badges">{}</template>', badges)

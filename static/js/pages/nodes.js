@@ -1,0 +1,45 @@
+/* nodes.js: the node list: operators cordon or drain a selection, with one confirmation naming
+ * every node and one API call per node; the rows are re-read as the server renders them. */
+import { Live } from "../live.js";
+import { errorText, toast } from "../actions.js";
+import { deadlineFields, kinds, reread, start, warn } from "./live-page.js";
+
+function picked() { return [...document.querySelectorAll("#node-table input.pick:checked")]; }
+function updatePicks() {
+  const n = picked().length;
+  const count = document.getElementById("bulk-count");
+  if (count) count.textContent = n + " selected";
+  document.querySelectorAll('#bulk-bar button[data-action="bulk"]').forEach((b) => { b.disabled = n === 0; });
+}
+document.addEventListener("change", (ev) => {
+  if (ev.target.id === "pick-all") document.querySelectorAll("#node-table input.pick").forEach((c) => { c.checked = ev.target.checked; });
+  if (ev.target.id === "pick-all" || ev.target.classList.contains("pick")) updatePicks();
+});
+
+kinds.bulk = {
+  open(btn) {
+    btn.__nodes = picked().map((c) => ({ id: c.value, hostname: c.dataset.hostname }));
+    const k = btn.__nodes.length;
+    const drain = btn.dataset.bulk === "drain";
+    return { title: btn.dataset.title + " " + k + " node" + (k === 1 ? "" : "s"), rows: drain ? ["deadline", "then"] : [],
+             text: "Nodes: " + btn.__nodes.map((n) => n.hostname).join(", ") + ". " + (btn.dataset.text || "") };
+  },
+  body(btn, body) {
+    if (btn.dataset.bulk !== "drain") return body;
+    const d = deadlineFields();
+    return typeof d === "string" ? d : Object.assign(body, d, { then: document.getElementById("action-then").value });
+  },
+  async submit(btn, body) {
+    const nodes = btn.__nodes || [];
+    const refused = [];
+    for (const n of nodes) {
+      const res = await Live.send("/api/v1/nodes/" + n.id + "/" + btn.dataset.bulk + "/", body, "POST");
+      if (!res.ok) refused.push(n.hostname + ": " + errorText(res));
+    }
+    warn(reread("node-rows").then(updatePicks));
+    const done = nodes.length - refused.length;
+    toast(btn.dataset.bulk + ": " + done + " of " + nodes.length + " node" + (nodes.length === 1 ? "" : "s") + " done", refused.length > 0);
+    return refused.length ? "Refused: " + refused.join("; ") : null;
+  },
+};
+start();
