@@ -221,10 +221,10 @@ def client_main(args: argparse.Namespace) -> None:
 def _make_fleet(n: int, keys_path: Path) -> None:
     from decimal import Decimal
 
+    from apps.agents.identity import hash_key
+    from apps.agents.models import AgentToken
     from apps.inventory.choices import FormFactor, NodeState, TierKind
     from apps.inventory.models import Module, ModuleType, Node, Rack, Tier
-    from apps.telemetry.identity import hash_key
-    from apps.telemetry.models import AgentToken
 
     tier = Tier.objects.get(kind=TierKind.HYBRID_INFERENCE)
     mtype = ModuleType.objects.create(vendor="Bench", model="B-40", form_factor=FormFactor.M2,

@@ -57,10 +57,12 @@ def _fill(n_nodes: int) -> float:
     from django.db import connection
     from django.utils import timezone
 
+    from apps.agents.choices import AgentKind
+    from apps.agents.services import agent_token_issue
     from apps.inventory.choices import TierKind
     from apps.inventory.models import Module, ModuleType, Node, Rack, Tier
-    from apps.telemetry.choices import AgentKind, Stage
-    from apps.telemetry.services import agent_token_issue, telemetry_ingest
+    from apps.telemetry.choices import Stage
+    from apps.telemetry.services import telemetry_ingest
 
     t0 = time.perf_counter()
     tiers = {t.kind: t for t in Tier.objects.all()}
@@ -110,7 +112,7 @@ def _fill(n_nodes: int) -> float:
                        CROSS JOIN unnest(%s::timestamptz[]) AS m""", [list(Stage.values), day])
         cur.execute("ANALYZE")
     _, key = agent_token_issue(kind=AgentKind.GATEWAY, node=None, actor="bench")
-    from apps.telemetry.models import AgentToken
+    from apps.agents.models import AgentToken
 
     token = AgentToken.objects.get(kind=AgentKind.GATEWAY)
     stamp = now.isoformat()

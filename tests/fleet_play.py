@@ -9,12 +9,13 @@ import time
 
 from django.utils import timezone
 
+from apps.agents.choices import AgentKind
+from apps.agents.services import agent_token_issue
 from apps.inventory.models import Node
 from apps.simulator.engine import Config, Engine
 from apps.simulator.runner import CONTRACT
 from apps.simulator.selectors import fleet_specs
-from apps.telemetry.choices import AgentKind
-from apps.telemetry.services import agent_token_issue, telemetry_ingest, telemetry_rollup
+from apps.telemetry.services import telemetry_ingest, telemetry_rollup
 
 _batch = itertools.count(1)
 

@@ -23,6 +23,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.agents.choices import CommandState
+from apps.agents.models import NodeCommand
+from apps.agents.services import install_versions_send
 from apps.audit.choices import Source
 from apps.audit.services import audit_record
 from apps.common.errors import Conflict
@@ -47,9 +50,6 @@ from apps.rollouts.choices import (
 )
 from apps.rollouts.models import Rollout, RolloutNode
 from apps.telemetry import selectors as telemetry_selectors
-from apps.telemetry.choices import CommandState
-from apps.telemetry.models import NodeCommand
-from apps.telemetry.services import node_command_send
 from apps.vectors import runs
 from apps.vectors.choices import FINAL_RUN_STATES, RunPurpose, RunState, TargetState
 
@@ -57,7 +57,6 @@ logger = logging.getLogger(__name__)
 
 ACTOR = "rollout"
 OWNER = Owner.ROLLOUT
-INSTALL_VERSIONS = "install_versions"
 FAILED_COMMAND = (CommandState.FAILED, CommandState.UNKNOWN, CommandState.EXPIRED)
 MAX_PASSES = 8
 # The cohort gate compares a stage only when each cohort served at least this many requests in it over
@@ -112,10 +111,9 @@ def _wait(rn: RolloutNode, text: str) -> bool:
 
 def _send_install(r: Rollout, rn: RolloutNode, driver: str, framework: str, *, restore: bool) -> NodeCommand:
     what = f"restore {driver} + {framework}" if restore else f"install {driver} + {framework}"
-    args = {"rollout": r.pk, "driver": driver, "framework": framework, "module_type": str(r.module_type),
-            "modules": list(rn.modules), "restore": restore}
-    return node_command_send(node=rn.node, kind=INSTALL_VERSIONS, args=args, actor=ACTOR, source=Source.SYSTEM,
-                             reason=f"rollout #{r.pk}: {what}")
+    return install_versions_send(node=rn.node, driver=driver, framework=framework, module_type=str(r.module_type),
+                                 modules=list(rn.modules), restore=restore, work={"rollout": r.pk}, actor=ACTOR,
+                                 reason=f"rollout #{r.pk}: {what}")
 
 
 def _set_versions(r: Rollout, rn: RolloutNode, driver: str, framework: str, why: str) -> None:

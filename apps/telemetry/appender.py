@@ -25,7 +25,7 @@ from psycopg import AsyncConnection
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
-from apps.telemetry.identity import AgentIdentity
+from apps.agents.identity import AgentIdentity
 from apps.telemetry.ingest import APPEND, STORED, IngestResult, append_params, counts, stored_result
 from apps.telemetry.validation import ParsedBatch
 

@@ -26,12 +26,12 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta
 
+from apps.agents.choices import AgentKind
+from apps.agents.contract import LATENCY_SINCE, VERSIONS
+from apps.agents.identity import AgentIdentity
 from apps.common import jsonbody
 from apps.inventory.choices import MAX_MODULES_PER_NODE
 from apps.telemetry import metrics, sketch
-from apps.telemetry.choices import AgentKind
-from apps.telemetry.contract import LATENCY_SINCE, VERSIONS, nullable_fields
-from apps.telemetry.identity import AgentIdentity
 from apps.telemetry.validation import (
     BATCH_ID,
     INT32,
@@ -197,7 +197,7 @@ def fast_decode(body: bytes, *, identity: AgentIdentity, tiers: dict[str, int], 
 
 def _node_rows(samples: list[Any], identity: AgentIdentity, out: ParsedBatch,
                times: list[dt.datetime], *, contract: int) -> None:
-    nullable = nullable_fields(contract)
+    nullable = metrics.nullable_fields(contract)
     node_id, hostname, own = identity.node_id, identity.hostname, identity.modules
     for s in samples:
         if s.node != hostname:

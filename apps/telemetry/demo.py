@@ -12,12 +12,12 @@ from typing import Any
 
 from django.db import transaction
 
+from apps.agents.authentication import hash_key
+from apps.agents.choices import AgentKind
+from apps.agents.models import AgentToken
+from apps.agents.services import agent_token_issue
 from apps.audit.choices import Source
 from apps.inventory.models import Node
-from apps.telemetry.authentication import hash_key
-from apps.telemetry.choices import AgentKind
-from apps.telemetry.models import AgentToken
-from apps.telemetry.services import agent_token_issue
 from controlplane.engines import VAR_DIR
 
 ACTOR = "seed_demo"

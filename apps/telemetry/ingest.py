@@ -29,9 +29,9 @@ import msgspec
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.agents.identity import AgentIdentity
 from apps.telemetry import metrics, partitions
 from apps.telemetry.endpoints import endpoint_minutes_merge
-from apps.telemetry.identity import AgentIdentity
 from apps.telemetry.validation import BatchRejected, ParsedBatch, check_batch_id, raw_retention_hours
 
 logger = logging.getLogger(__name__)

@@ -630,20 +630,6 @@ def observed_traffic(*, window_s: int = 900, now: dt.datetime | None = None) -> 
     }
 
 
-def agent_self(*, node: Node) -> dict[str, Any]:
-    """What a node agent needs to know about its own node: identity and modules in their slots."""
-    modules = node.modules.select_related("module_type").order_by("slot")
-    return {
-        "node": {"id": node.pk, "hostname": node.hostname, "state": node.state, "tier": node.tier.kind},
-        "modules": [
-            {"serial": m.serial, "slot": m.slot, "module_type": str(m.module_type),
-             "pcie_lanes": m.module_type.pcie_lanes, "state": m.state,
-             "driver_version": m.driver_version, "framework_version": m.framework_version}
-            for m in modules
-        ],
-    }
-
-
 # ---- inputs of the health sweep (apps/health): a few set-based reads over latest state and rollups ----
 
 

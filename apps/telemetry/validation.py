@@ -19,19 +19,13 @@ from typing import Any
 
 from django.conf import settings
 
+from apps.agents.choices import AgentKind
+from apps.agents.contract import ENDPOINTS_SINCE, LATENCY_SINCE, VERSIONS, UnknownContract, contract_version
+from apps.agents.identity import AgentIdentity
 from apps.inventory.choices import MAX_MODULES_PER_NODE
 from apps.inventory.models import ExternalEndpoint, Module, Node, Tier
 from apps.telemetry import metrics, sketch
-from apps.telemetry.choices import AgentKind, Stage
-from apps.telemetry.contract import (
-    ENDPOINTS_SINCE,
-    LATENCY_SINCE,
-    VERSIONS,
-    UnknownContract,
-    contract_version,
-    nullable_fields,
-)
-from apps.telemetry.identity import AgentIdentity
+from apps.telemetry.choices import Stage
 
 BATCH_ID = re.compile(r"^[A-Za-z0-9._:-]{8,64}$")
 MAX_SAMPLES = 1000  # of each kind per batch
@@ -296,7 +290,7 @@ def _parse_node_samples(c: _Collector, batch: ParsedBatch, items: list[Any], tok
                         now: dt.datetime) -> None:
     assert token.node_id is not None
     node = Node.objects.only("id", "hostname").get(pk=token.node_id)
-    nullable = nullable_fields(batch.contract)
+    nullable = metrics.nullable_fields(batch.contract)
     own_modules = dict(Module.objects.filter(node=node).values_list("serial", "id"))
     foreign: dict[str, str | None] | None = None
     for i, item in enumerate(items):

@@ -175,7 +175,8 @@ def test_it_plans_against_the_demo_fleet(viewer_api: APIClient) -> None:
 
 def _observe(*, samples: int, requests_per_s: int, input_tokens: int, output_tokens: int) -> None:
     """Gateway telemetry through the real path: ingest 10-second tier samples, then roll them up."""
-    from apps.telemetry.services import agent_token_issue, telemetry_ingest, telemetry_rollup
+    from apps.agents.services import agent_token_issue
+    from apps.telemetry.services import telemetry_ingest, telemetry_rollup
 
     token, _key = agent_token_issue(kind="gateway", node=None, actor="test")
     now = timezone.now()

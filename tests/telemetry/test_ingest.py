@@ -156,8 +156,8 @@ def test_it_forbids_users_and_refuses_strangers(fleet: Fleet, admin_api: Any, an
 
 
 def test_it_refuses_a_revoked_key(fleet: Fleet) -> None:
-    from apps.telemetry.models import AgentToken
-    from apps.telemetry.services import agent_token_revoke
+    from apps.agents.models import AgentToken
+    from apps.agents.services import agent_token_revoke
 
     agent_token_revoke(token=AgentToken.objects.get(node=fleet.node_a), actor="test")
     assert fleet.client(fleet.key_a).post(URL, node_batch(fleet, n=1), format="json").status_code == 401
@@ -288,8 +288,9 @@ def test_it_keeps_the_receipt_time_as_last_seen_when_stored_later(fleet: Fleet) 
     """A batch stored late (the writer was down) does not make its node look heard from later than it was."""
     import msgspec
 
-    from apps.telemetry.models import AgentToken
-    from apps.telemetry.services import identity_of, telemetry_receive
+    from apps.agents.models import AgentToken
+    from apps.agents.services import identity_of
+    from apps.telemetry.services import telemetry_receive
 
     received = timezone.now() - dt.timedelta(seconds=90)
     body = {"batch_id": "late-store-1", "node_samples": [node_sample("n-a", received - dt.timedelta(seconds=1),

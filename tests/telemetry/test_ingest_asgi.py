@@ -200,8 +200,8 @@ def test_it_leaves_users_strangers_and_limits_to_the_same_answers(live_fleet: Fl
                                                                   settings: Any) -> None:
     from rest_framework.authtoken.models import Token
 
-    from apps.telemetry.models import AgentToken
-    from apps.telemetry.services import agent_token_revoke
+    from apps.agents.models import AgentToken
+    from apps.agents.services import agent_token_revoke
     from tests.conftest import _user
 
     user_token, _ = Token.objects.get_or_create(user=_user("admin"))

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from apps.agents.choices import AgentKind
+from apps.agents.services import agent_token_issue
 from apps.inventory.choices import NodeState, TierKind
 from apps.inventory.models import Node, Rack, Tier
 from apps.telemetry import selectors, sketch
-from apps.telemetry.choices import AgentKind
 from apps.telemetry.models import LatencySample, NodeLatencyRollup, TierLatencyRollup
-from apps.telemetry.services import agent_token_issue, telemetry_rollup
+from apps.telemetry.services import telemetry_rollup
 from tests.telemetry.conftest import Fleet, node_sample, stage_sample, stored
 
 URL = "/api/v1/telemetry/"

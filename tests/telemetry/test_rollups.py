@@ -11,10 +11,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from apps.agents.choices import AgentKind
+from apps.agents.models import AgentToken
 from apps.telemetry import partitions
-from apps.telemetry.choices import AgentKind
 from apps.telemetry.models import (
-    AgentToken,
     IngestBatch,
     ModuleRollup,
     NodeRollup,
@@ -148,7 +148,8 @@ def test_it_honours_shorter_retention_settings(fleet: Fleet, settings: Any) -> N
 
 
 def test_it_never_deletes_a_batch_still_in_the_buffer(fleet: Fleet) -> None:
-    from apps.telemetry.services import identity_of, telemetry_receive
+    from apps.agents.services import identity_of
+    from apps.telemetry.services import telemetry_receive
 
     token = AgentToken.objects.get(node=fleet.node_a)
     body = {"batch_id": "buffered-1", "node_samples": [node_sample("n-a", minute_ago(1), ["A-0"])]}

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from apps.agents.choices import AgentKind
+from apps.agents.models import AgentToken
 from apps.inventory.models import Node, Rack, Tier
 from apps.telemetry import selectors
-from apps.telemetry.choices import AgentKind
-from apps.telemetry.models import AgentToken, StageNodeRollup, StageRollup, StageSample
+from apps.telemetry.models import StageNodeRollup, StageRollup, StageSample
 from apps.telemetry.services import telemetry_ingest, telemetry_rollup
 from tests.telemetry.conftest import Fleet, stage_sample
 

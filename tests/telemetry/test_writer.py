@@ -19,9 +19,11 @@ from django.db import connection, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
+from apps.agents.models import AgentToken
+from apps.agents.services import identity_of
 from apps.telemetry import partitions
-from apps.telemetry.models import AgentToken, IngestBatch, ModuleSample, NodeSample
-from apps.telemetry.services import identity_of, telemetry_receive
+from apps.telemetry.models import IngestBatch, ModuleSample, NodeSample
+from apps.telemetry.services import telemetry_receive
 from tests.live import stack as live
 from tests.telemetry.conftest import Fleet, node_sample, stored
 

@@ -32,11 +32,11 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
+from apps.agents.identity import AgentIdentity, identities
 from apps.telemetry import services
 from apps.telemetry.api.responses import accepted, rejection
 from apps.telemetry.appender import GroupAppender
 from apps.telemetry.decoder import NeedsFullCheck, fast_decode
-from apps.telemetry.identity import AgentIdentity, identities
 from apps.telemetry.validation import BatchRejected
 
 log = logging.getLogger(__name__)

@@ -6,8 +6,8 @@ from typing import Any
 
 from rest_framework.permissions import BasePermission
 
-from apps.telemetry.choices import AgentKind
-from apps.telemetry.models import AgentToken
+from apps.agents.choices import AgentKind
+from apps.agents.models import AgentToken
 
 
 def agent_token(request: Any) -> AgentToken | None:

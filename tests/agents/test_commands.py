@@ -11,10 +11,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from apps.agents import services
+from apps.agents.models import NodeCommand
+from apps.agents.services import node_command_send
 from apps.audit.models import AuditEvent
-from apps.telemetry import services
-from apps.telemetry.models import NodeCommand
-from apps.telemetry.services import node_command_send
 from tests.live.stack import wait_for
 from tests.telemetry.conftest import Fleet
 

@@ -1,6 +1,6 @@
 import django_filters
 
-from apps.telemetry.models import NodeCommand
+from apps.agents.models import NodeCommand
 
 
 class NodeCommandFilterSet(django_filters.FilterSet):

@@ -15,9 +15,9 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.request import Request
 
-from apps.telemetry.identity import TOUCH_EVERY_S as _TOUCH_EVERY_S
-from apps.telemetry.identity import hash_key
-from apps.telemetry.models import AgentToken
+from apps.agents.identity import TOUCH_EVERY_S as _TOUCH_EVERY_S
+from apps.agents.identity import hash_key
+from apps.agents.models import AgentToken
 
 KEYWORD = "Agent"
 
@@ -64,7 +64,7 @@ class AgentTokenAuthentication(BaseAuthentication):
 
 
 class AgentTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "apps.telemetry.authentication.AgentTokenAuthentication"
+    target_class = "apps.agents.authentication.AgentTokenAuthentication"
     name = "agentToken"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:

@@ -34,8 +34,9 @@ from typing import Any
 
 import msgspec
 from django.conf import settings
+from django.db import connection
 
-from apps.telemetry.choices import AgentKind
+from apps.agents.choices import AgentKind
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,13 @@ _tiers = msgspec.json.Decoder(dict[str, int])
 
 Query = Callable[[str, list[Any]], list[tuple[Any, ...]]]
 AsyncQuery = Callable[[str, list[Any]], Awaitable[list[tuple[Any, ...]]]]
+
+
+def sync_query(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    """One statement on Django's connection: the ``Query`` of the synchronous path."""
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        return list(cur.fetchall()) if cur.description else []
 
 
 def _text(rows: list[tuple[Any, ...]]) -> str:

@@ -9,7 +9,8 @@ versions accepted.
 - 1: every node and module field is a number.
 - 2: ``in_flight`` and the module metrics may be null: the agent does not know
   (no in-flight source, a read that failed, a series the exporter lacks).
-  Null is stored as null and treated as unknown, never as zero. Agents may
+  Null is stored as null and treated as unknown, never as zero (which fields:
+  each metric's ``nullable_since`` in ``apps/telemetry/metrics.py``). Agents may
   acknowledge a command ``in_progress`` while it runs.
 - 3: a tier sample may carry ``endpoints``: per-endpoint figures of the tier's
   external endpoints over the sample's window (requests, errors, tokens,
@@ -24,14 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.telemetry.metrics import MODULE_METRICS, NODE_METRICS
-
 VERSIONS: tuple[int, ...] = (1, 2, 3)
 CURRENT = VERSIONS[-1]
-# Since which version a node or module field may be null: as each metric declares it.
-NULLABLE_SINCE: dict[str, int] = {
-    m.name: m.nullable_since for m in (*NODE_METRICS, *MODULE_METRICS) if m.nullable_since is not None
-}
 # Since which version a tier sample may carry per-endpoint figures.
 ENDPOINTS_SINCE = 3
 # Since which version a node sample may carry latency histograms.
@@ -59,6 +54,3 @@ def contract_version(payload: dict[str, Any]) -> int:
         raise UnknownContract(f"version {value} is not one this server speaks: it speaks {spoken()}")
     return value
 
-
-def nullable_fields(version: int) -> frozenset[str]:
-    return frozenset(name for name, since in NULLABLE_SINCE.items() if version >= since)

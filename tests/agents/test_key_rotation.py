@@ -13,10 +13,10 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from apps.agents.identity import identities
+from apps.agents.models import AgentToken
+from apps.agents.services import agent_identity, agent_token_rotate
 from apps.audit.models import AuditEvent
-from apps.telemetry.identity import identities
-from apps.telemetry.models import AgentToken
-from apps.telemetry.services import agent_identity, agent_token_rotate
 from tests.live.stack import wait_for
 from tests.telemetry.conftest import Fleet, node_sample
 from tests.telemetry.test_ingest_asgi import AsgiClient
@@ -140,7 +140,7 @@ def test_the_admin_rotates_a_key_and_shows_the_new_one_once(fleet: Fleet, admin_
     client = Client()
     client.force_login(admin_user)
     old = AgentToken.objects.get(node=fleet.node_a)
-    r = client.post("/admin/telemetry/agenttoken/", {"action": "rotate", "_selected_action": [old.pk]}, follow=True)
+    r = client.post("/admin/agents/agenttoken/", {"action": "rotate", "_selected_action": [old.pk]}, follow=True)
     assert r.status_code == 200
     shown = [str(m) for m in r.context["messages"]]
     new = AgentToken.objects.get(rotated_from=old)
