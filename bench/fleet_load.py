@@ -129,7 +129,7 @@ class ClientStats:
 
 def _histograms(stages: int, rng: random.Random) -> list[dict[str, Any]]:
     """Per-sample latency histograms (contract 3) of ``stages`` stages: 20 requests a second, lognormal."""
-    from apps.telemetry import sketch
+    from apps.telemetry.rollups import sketch
 
     names = ["perception", "intent", "planning", "tool_call", "generation", "memory_update"][:stages]
     return [{name: sketch.histogram(40.0 * (1 + j) * rng.lognormvariate(0, 0.6) for _ in range(20))
@@ -272,7 +272,7 @@ def _postgres_cpu() -> float:
 
 
 def _pending() -> int:
-    from apps.telemetry.ingest import pending_count
+    from apps.telemetry.store.raw import pending_count
 
     return pending_count()
 
@@ -332,8 +332,8 @@ def _raw_copy(rows_per_batch_samples: int, seconds: float) -> float:
     import psycopg
 
     from apps.inventory.models import Module, Node
-    from apps.telemetry.appender import conninfo
-    from apps.telemetry.ingest import MODULE_COLS, MODULE_TYPES, NODE_COLS, NODE_TYPES
+    from apps.telemetry.store.appender import conninfo
+    from apps.telemetry.store.raw import MODULE_COLS, MODULE_TYPES, NODE_COLS, NODE_TYPES
 
     node = Node.objects.get(hostname="bench-00000")
     modules = list(Module.objects.filter(node=node).values_list("id", flat=True))
@@ -410,7 +410,7 @@ def run(args: argparse.Namespace) -> int:
         t = time.monotonic()
         keys = ROOT / "artifacts" / "bench-fleet-keys.json"
         _make_fleet(args.max_nodes, keys)
-        from apps.telemetry.services import telemetry_partitions_ahead
+        from apps.telemetry.rollups.retention import telemetry_partitions_ahead
 
         telemetry_partitions_ahead()
         print(f"fleet of {args.max_nodes} nodes x {MODULES} modules made in {time.monotonic() - t:.0f} s", flush=True)

@@ -15,7 +15,8 @@ from apps.inventory.models import Node
 from apps.simulator.engine import Config, Engine
 from apps.simulator.runner import CONTRACT
 from apps.simulator.selectors import fleet_specs
-from apps.telemetry.services import telemetry_ingest, telemetry_rollup
+from apps.telemetry.ingest.receive import telemetry_ingest
+from apps.telemetry.rollups.rollup import telemetry_rollup
 
 _batch = itertools.count(1)
 

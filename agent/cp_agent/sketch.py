@@ -1,6 +1,6 @@
 """Log-bucket latency histograms, as the control plane merges them (wire contract 3).
 
-The same mapping as the server's ``apps/telemetry/sketch.py`` (the agent imports
+The same mapping as the server's ``apps/telemetry/rollups/sketch.py`` (the agent imports
 nothing from the control plane; a test holds the two equal): a latency x (ms)
 falls in bucket ``ceil(log(x) / log(gamma))``, ``gamma = (1 + a) / (1 - a)``,
 relative accuracy ``a = 0.01``. Latencies below ``MIN_MS`` count in its bucket,

@@ -17,7 +17,7 @@ versions accepted.
   latency p95). Optional: a version 3 tier sample without them is what it was.
   A node sample may carry ``latency``: per stage, a log-bucket histogram of the
   latencies of the requests the node served since its previous sample
-  (``apps/telemetry/sketch.py``), which the rollups merge exactly into node, tier
+  (``apps/telemetry/rollups/sketch.py``), which the rollups merge exactly into node, tier
   and fleet percentiles.
 """
 

@@ -11,9 +11,10 @@ from typing import Any
 
 from django.utils import timezone
 
+import apps.telemetry.selectors.snapshot as telemetry
 from apps.inventory.models import Module, Node
 from apps.operations import selectors as operations
-from apps.telemetry import selectors as telemetry
+from apps.telemetry.selectors.common import iso
 
 TIME_RANGES = [(15, "15 m"), (60, "1 h"), (360, "6 h"), (1440, "24 h")]
 
@@ -44,10 +45,10 @@ def node_live(*, node: Node, now: dt.datetime | None = None) -> dict[str, Any]:
                for m in Module.objects.filter(node=node).order_by("slot")]
     return {
         "id": node.pk, "hostname": node.hostname, "state": node.state,
-        "state_changed_at": telemetry.iso(node.state_changed_at),
+        "state_changed_at": iso(node.state_changed_at),
         "hold": None if hold is None else {
             "id": hold.pk, "kind": hold.kind, "owner": hold.owner, "state": hold.state, "reason": hold.reason,
-            "by": hold.created_by_name, "started_at": telemetry.iso(hold.started_at),
+            "by": hold.created_by_name, "started_at": iso(hold.started_at),
             "waiting_for": operations.drain_waiting_for(hold, now=now)},
         "latest": latest["node"],
         "modules": modules,

@@ -23,6 +23,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+import apps.telemetry.selectors.cohorts as telemetry_selectors
 from apps.agents.choices import CommandState
 from apps.agents.models import NodeCommand
 from apps.agents.services import install_versions_send
@@ -49,7 +50,6 @@ from apps.rollouts.choices import (
     Step,
 )
 from apps.rollouts.models import Rollout, RolloutNode
-from apps.telemetry import selectors as telemetry_selectors
 from apps.vectors import runs
 from apps.vectors.choices import FINAL_RUN_STATES, RunPurpose, RunState, TargetState
 

@@ -34,7 +34,7 @@ from apps.simulator.engine import (
     scale_floats,
     silent_corruption,
 )
-from apps.telemetry.validation import MAX_SAMPLES
+from apps.telemetry.ingest.batch import MAX_SAMPLES
 
 log = logging.getLogger("simulator")
 

@@ -19,7 +19,7 @@ def post_telemetry(*, at: dt.datetime, seq: int, in_flight: dict[str, int] | Non
     """One batch per node and one gateway batch at ``at``, through the ingest service."""
     from apps.agents.models import AgentToken
     from apps.agents.services import agent_token_issue
-    from apps.telemetry.services import telemetry_ingest
+    from apps.telemetry.ingest.receive import telemetry_ingest
 
     rng = random.Random(seq)
     tokens = {t.node_id: t for t in AgentToken.objects.filter(kind="node", revoked_at__isnull=True)}

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from apps.agents.services import agent_token_issue
 from apps.inventory.models import Module, Node
-from apps.telemetry.services import telemetry_ingest
+from apps.telemetry.ingest.receive import telemetry_ingest
 from tests.browser.conftest import BROWSER_USER, login_by_cookie, screenshot
 
 pytestmark = pytest.mark.browser

@@ -18,7 +18,7 @@ from apps.common.events import FLEET_GROUP
 from apps.dashboard.broadcaster import Broadcaster
 from apps.inventory.choices import TierKind
 from apps.operations.lifecycle import node_drain
-from apps.telemetry.services import telemetry_ingest
+from apps.telemetry.ingest.receive import telemetry_ingest
 from controlplane.asgi import application
 from tests.agent.fleet import make_node
 from tests.dashboard.test_consumers import _headers

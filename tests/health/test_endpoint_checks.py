@@ -22,7 +22,7 @@ from apps.health.sweep import sweep
 from apps.inventory.choices import EndpointKind, TierKind
 from apps.inventory.models import ExternalEndpoint, Tier
 from apps.operations.models import Drain, Quarantine
-from apps.telemetry.services import telemetry_ingest
+from apps.telemetry.ingest.receive import telemetry_ingest
 
 _batch = itertools.count(1)
 GOOD = {"requests": 120, "errors": 1, "tokens": 70_000, "p95_ms": 1500.0}

@@ -23,7 +23,7 @@ from apps.inventory.models import (
     Tier,
     VersionCombination,
 )
-from apps.telemetry.services import telemetry_ingest
+from apps.telemetry.ingest.receive import telemetry_ingest
 from tests.browser.conftest import browser_page, chromium_browser, demo_fleet  # noqa: F401  (browser fixtures)
 
 _batch = itertools.count(1)

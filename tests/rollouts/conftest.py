@@ -20,7 +20,7 @@ from apps.inventory.models import Node, Tier, VersionCombination
 from apps.operations.controllers import drains_advance
 from apps.rollouts import controller
 from apps.rollouts.models import Rollout
-from apps.telemetry.services import telemetry_ingest
+from apps.telemetry.ingest.receive import telemetry_ingest
 from apps.vectors.models import Suite
 from apps.vectors.services import suite_import
 from apps.vectors.sources import VectorSpec

@@ -17,8 +17,8 @@ from apps.inventory.models import ExternalEndpoint, Tier
 from apps.simulator.engine import EXTERNAL, Config, EndpointSpec, Engine, FaultSpec
 from apps.simulator.runner import CONTRACT
 from apps.simulator.selectors import endpoint_specs, world
+from apps.telemetry.ingest.receive import telemetry_ingest
 from apps.telemetry.models import EndpointRollup
-from apps.telemetry.services import telemetry_ingest
 from tests.agent.fleet import make_node
 from tests.simulator.test_engine import T0, fleet
 

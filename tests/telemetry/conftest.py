@@ -14,7 +14,7 @@ from apps.agents.choices import AgentKind
 from apps.agents.services import agent_token_issue
 from apps.inventory.choices import FormFactor, NodeState, TierKind
 from apps.inventory.models import Module, ModuleType, Node, Rack, Tier
-from apps.telemetry.ingest import telemetry_store_pending
+from apps.telemetry.store.raw import telemetry_store_pending
 
 
 class Fleet:

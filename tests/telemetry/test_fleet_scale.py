@@ -26,8 +26,8 @@ from django.utils import timezone
 from apps.accounts.services import user_ensure
 from apps.inventory.choices import TierKind
 from apps.inventory.models import Node
-from apps.telemetry.appender import conninfo
 from apps.telemetry.models import NodeSample
+from apps.telemetry.store.appender import conninfo
 from controlplane import engines
 from tests.agent.fleet import make_node
 from tests.live.stack import AgentProc, LiveStack, wait_for

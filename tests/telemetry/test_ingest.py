@@ -290,7 +290,7 @@ def test_it_keeps_the_receipt_time_as_last_seen_when_stored_later(fleet: Fleet) 
 
     from apps.agents.models import AgentToken
     from apps.agents.services import identity_of
-    from apps.telemetry.services import telemetry_receive
+    from apps.telemetry.ingest.receive import telemetry_receive
 
     received = timezone.now() - dt.timedelta(seconds=90)
     body = {"batch_id": "late-store-1", "node_samples": [node_sample("n-a", received - dt.timedelta(seconds=1),
@@ -307,8 +307,8 @@ def test_a_batch_spanning_hours_gets_the_partitions_of_its_samples_and_no_others
     """The writer checks the partitions from a batch's first sample to its last at once, and works out
     the exact ones only when one is missing: a sample in an hour not seen before lands in a partition
     of its own, rollups are due for every minute sampled, and the empty hours between get nothing."""
-    from apps.telemetry import partitions
     from apps.telemetry.models import RollupDue
+    from apps.telemetry.store import partitions
 
     table = "telemetry_nodesample"
     early = timezone.now().replace(minute=10, second=0, microsecond=0) - dt.timedelta(hours=5)

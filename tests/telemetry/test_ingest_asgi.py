@@ -17,7 +17,7 @@ from django.core.asgi import get_asgi_application
 from django.db import connections
 from django.utils import timezone
 
-from apps.telemetry.api.asgi import TelemetryIngestApp
+from apps.telemetry.ingest.asgi import TelemetryIngestApp
 from apps.telemetry.models import IngestBatch, LatencySample, ModuleSample, NodeSample, NodeStatus, StageSample
 from tests.telemetry.conftest import Fleet, iso, node_sample, stage_sample, stored, tier_sample
 

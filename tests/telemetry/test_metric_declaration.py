@@ -35,7 +35,7 @@ from django.test.utils import setup_test_environment
 setup_test_environment()
 from django.utils import timezone
 from apps.telemetry.models import ModuleRollup, ModuleSample, ModuleStatus
-from apps.telemetry.services import telemetry_rollup
+from apps.telemetry.rollups.rollup import telemetry_rollup
 from tests.telemetry.conftest import Fleet, iso, node_sample, stored
 
 fleet = Fleet()

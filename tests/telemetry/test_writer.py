@@ -21,9 +21,9 @@ from django.utils import timezone
 
 from apps.agents.models import AgentToken
 from apps.agents.services import identity_of
-from apps.telemetry import partitions
+from apps.telemetry.ingest.receive import telemetry_receive
 from apps.telemetry.models import IngestBatch, ModuleSample, NodeSample
-from apps.telemetry.services import telemetry_receive
+from apps.telemetry.store import partitions
 from tests.live import stack as live
 from tests.telemetry.conftest import Fleet, node_sample, stored
 
@@ -135,7 +135,7 @@ def test_it_shares_the_buffer_between_two_writers(transactional_db: Any) -> None
     results: list[int] = []
 
     def one() -> None:
-        from apps.telemetry.ingest import telemetry_store_pending
+        from apps.telemetry.store.raw import telemetry_store_pending
 
         try:
             barrier.wait()
@@ -182,8 +182,8 @@ def test_two_writers_making_the_same_partition_at_once_both_go_through(transacti
 
     import psycopg
 
-    from apps.telemetry import partitions
-    from apps.telemetry.appender import conninfo
+    from apps.telemetry.store import partitions
+    from apps.telemetry.store.appender import conninfo
 
     table = "telemetry_nodesample"
     start = partitions.partition_start(timezone.now() + dt.timedelta(days=40))  # nothing makes it ahead

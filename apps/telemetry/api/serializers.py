@@ -1,5 +1,5 @@
 """API shapes. The ingest serializers describe the batch for the OpenAPI
-schema; the batch itself is validated by ``apps.telemetry.validation`` (fast,
+schema; the batch itself is validated by ``apps.telemetry.ingest.validation`` (fast,
 whole-batch, errors by path)."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from rest_framework import serializers
 
 from apps.common.serializers import ErrorSerializer
 from apps.inventory.choices import TierKind
-from apps.telemetry import metrics, sketch
+from apps.telemetry import metrics
 from apps.telemetry.choices import Stage
+from apps.telemetry.rollups import sketch
 
 # ---- ingest (schema) --------------------------------------------------------------------------
 

@@ -16,8 +16,6 @@ from apps.agents.permissions import IsAgent
 from apps.common.permissions import IsViewer
 from apps.inventory.choices import TierKind
 from apps.inventory.models import Node, Tier
-from apps.telemetry import selectors, services
-from apps.telemetry.api.responses import accepted, rejection
 from apps.telemetry.api.serializers import (
     FleetSnapshotSerializer,
     IngestResultSerializer,
@@ -28,7 +26,12 @@ from apps.telemetry.api.serializers import (
     TelemetryBatchIn,
     TelemetryRejectionSerializer,
 )
-from apps.telemetry.validation import BatchRejected
+from apps.telemetry.ingest import receive
+from apps.telemetry.ingest.batch import BatchRejected
+from apps.telemetry.ingest.responses import accepted, rejection
+from apps.telemetry.selectors.latency import latency_window
+from apps.telemetry.selectors.series import node_history, queue_depth_series, stage_latency_series
+from apps.telemetry.selectors.snapshot import fleet_snapshot
 
 
 class TelemetryIngestView(APIView):
@@ -37,7 +40,7 @@ class TelemetryIngestView(APIView):
     will be stored exactly once (within about a second), 200 that it was already.
 
     Under the ASGI server, agents' requests take the lean path in
-    ``apps/telemetry/api/asgi.py``; this view answers the same way (it runs the
+    ``apps/telemetry/ingest/asgi.py``; this view answers the same way (it runs the
     same service) for other callers and documents the endpoint."""
 
     authentication_classes = AGENT_AUTH
@@ -60,11 +63,11 @@ class TelemetryIngestView(APIView):
         identity = agent_services.agent_identity(key=agent_key(request))
         if identity is None or identity.token_id != agent_token_of(request).pk:
             raise AuthenticationFailed("unknown or revoked agent key")
-        refusal = services.telemetry_rate_refusal(identity)
+        refusal = receive.telemetry_rate_refusal(identity)
         if refusal is not None:
             return Response(refusal[0], status=429, headers={"Retry-After": str(refusal[1])})
         try:
-            code, data = accepted(services.telemetry_receive(identity=identity, body=request.body))
+            code, data = accepted(receive.telemetry_receive(identity=identity, body=request.body))
         except BatchRejected as exc:
             code, data = rejection(exc)
         return Response(data, status=code)
@@ -111,7 +114,7 @@ class FleetSnapshotView(APIView):
     @extend_schema(parameters=[MINUTES, NODES], responses=FleetSnapshotSerializer)
     def get(self, request: Request) -> Response:
         nodes = request.query_params.get("nodes", "").lower() in {"1", "true", "yes"}
-        data = selectors.fleet_snapshot(window_minutes=_minutes(request, 15), nodes=nodes)
+        data = fleet_snapshot(window_minutes=_minutes(request, 15), nodes=nodes)
         return Response(FleetSnapshotSerializer(data).data)
 
 
@@ -125,7 +128,7 @@ class QueueDepthSeriesView(APIView):
     def get(self, request: Request) -> Response:
         # The selector's values are the response as is (the serializer describes it for the schema;
         # a test compares the two): up to 360 points per tier, not worth a serializer call per field.
-        return Response(selectors.queue_depth_series(tier=_tier(request), minutes=_minutes(request, 60)))
+        return Response(queue_depth_series(tier=_tier(request), minutes=_minutes(request, 60)))
 
 
 class StageLatencySeriesView(APIView):
@@ -137,7 +140,7 @@ class StageLatencySeriesView(APIView):
     @extend_schema(parameters=[TIER, MINUTES], responses=StageLatencySeriesSerializer)
     def get(self, request: Request) -> Response:
         # As above: up to 6 x 360 points per tier, returned as the selector reads them.
-        return Response(selectors.stage_latency_series(tier=_tier(request), minutes=_minutes(request, 60)))
+        return Response(stage_latency_series(tier=_tier(request), minutes=_minutes(request, 60)))
 
 
 NODE = OpenApiParameter("node", int, description="One node's id (instead of tier)")
@@ -160,7 +163,7 @@ class LatencyPercentilesView(APIView):
                 node = Node.objects.filter(pk=int(raw_node)).first()
             if node is None:
                 raise ValidationError({"node": [f"no node with id {raw_node}"]})
-        data = selectors.latency_window(minutes=_minutes(request, 60), tier=tier, node=node)
+        data = latency_window(minutes=_minutes(request, 60), tier=tier, node=node)
         return Response(LatencyPercentilesSerializer(data).data)
 
 
@@ -172,5 +175,5 @@ class NodeHistoryView(APIView):
     @extend_schema(parameters=[MINUTES], responses=NodeHistorySerializer)
     def get(self, request: Request, pk: int) -> Response:
         node = get_object_or_404(Node.objects.select_related("tier"), pk=pk)
-        data = selectors.node_history(node=node, minutes=_minutes(request, 60))
+        data = node_history(node=node, minutes=_minutes(request, 60))
         return Response(NodeHistorySerializer(data).data)

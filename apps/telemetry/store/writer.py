@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError, InterfaceError, close_old_connections, connection
 
-from apps.telemetry.ingest import telemetry_store_pending
+from apps.telemetry.store.raw import telemetry_store_pending
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ from apps.agents.contract import LATENCY_SINCE, VERSIONS
 from apps.agents.identity import AgentIdentity
 from apps.common import jsonbody
 from apps.inventory.choices import MAX_MODULES_PER_NODE
-from apps.telemetry import metrics, sketch
-from apps.telemetry.validation import (
+from apps.telemetry import metrics
+from apps.telemetry.ingest.batch import (
     BATCH_ID,
     INT32,
     INT64,
@@ -41,9 +41,10 @@ from apps.telemetry.validation import (
     BatchRejected,
     ParsedBatch,
     max_future_skew_s,
-    parse_batch,
     raw_retention_hours,
 )
+from apps.telemetry.ingest.validation import parse_batch
+from apps.telemetry.rollups import sketch
 
 NonNegative = Annotated[float, Meta(ge=0.0)]
 Window = Annotated[float, Meta(gt=0.0, le=3600.0)]

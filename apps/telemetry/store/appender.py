@@ -26,8 +26,8 @@ from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
 from apps.agents.identity import AgentIdentity
-from apps.telemetry.ingest import APPEND, STORED, IngestResult, append_params, counts, stored_result
-from apps.telemetry.validation import ParsedBatch
+from apps.telemetry.ingest.batch import ParsedBatch
+from apps.telemetry.store.buffer import APPEND, STORED, IngestResult, append_params, counts, stored_result
 
 log = logging.getLogger(__name__)
 

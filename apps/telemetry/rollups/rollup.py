@@ -1,100 +1,18 @@
-"""Writes of the telemetry app: ingest, rollups and retention. Keyword-only, typed, atomic."""
+"""The per-minute rollups, recomputed incrementally for the minutes that received rows."""
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
-import math
 from typing import Any
 
-import msgspec
-from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.agents.identity import AgentIdentity, identities, sync_query
-from apps.agents.models import AgentToken
-from apps.agents.services import identity_of, node_commands_retention
-from apps.common.throttling import LocalWindow
-from apps.telemetry import metrics, partitions, selectors
-from apps.telemetry.decoder import decode, load_json
-from apps.telemetry.ingest import (
-    KINDS,
-    IngestResult,
-    forget_partitions,
-    stored_duplicate_of,
-    telemetry_accept,
-    telemetry_store_now,
-)
-from apps.telemetry.models import IngestBatch, WindowSummary
-from apps.telemetry.validation import BatchRejected, ParsedBatch, raw_retention_hours
+from apps.telemetry import metrics
+from apps.telemetry.ingest.batch import raw_retention_hours
+from apps.telemetry.models import WindowSummary
+from apps.telemetry.selectors.snapshot import SUMMARY_MINUTES, window_summary_figures
 
-logger = logging.getLogger(__name__)
-
-# ---- ingest -----------------------------------------------------------------------------------
-
-
-_rates = LocalWindow()
-
-
-def telemetry_rate_refusal(identity: AgentIdentity, now: float | None = None) -> tuple[dict[str, Any], int] | None:
-    """None while ``identity``'s key is within ``settings.TELEMETRY_RATE`` (counted in this web
-    process), else the 429 body and the seconds to its Retry-After."""
-    rate = getattr(settings, "TELEMETRY_RATE", "")
-    wait = _rates.hit(f"agent:{identity.token_id}", rate, now)
-    if wait is None:
-        return None
-    seconds = max(1, math.ceil(wait))
-    return {"detail": f"telemetry limit of {rate} reached for this agent key; retry in {seconds} s"}, seconds
-
-
-def telemetry_receive(*, identity: AgentIdentity, body: bytes, now: dt.datetime | None = None) -> IngestResult:
-    """Validate a batch (the JSON body) whole and put it into the durable buffer; the
-    writer stores it. Raises ``BatchRejected`` (400/403/413), except for a resend of a
-    batch id already accepted, which is answered as a duplicate whatever it holds now."""
-    now = now or timezone.now()
-    parsed = _validated(identity, body, now)
-    if isinstance(parsed, IngestResult):
-        return parsed
-    identities.note_use(identity, now)
-    return telemetry_accept(identity=identity, parsed=parsed, now=now)
-
-
-def _validated(identity: AgentIdentity, body: bytes, now: dt.datetime) -> ParsedBatch | IngestResult:
-    if identities.due():
-        identities.refresh(sync_query)
-    try:
-        return decode(body, identity=identity, tiers=identities.tiers() or _tiers(), now=now)
-    except BatchRejected as exc:
-        if exc.versions is not None:
-            raise  # a contract version this server does not speak is refused first, resend or not
-        try:
-            stored = stored_duplicate_of(load_json(body), identity)
-        except BatchRejected:
-            stored = None
-        if stored is not None:
-            return stored
-        raise
-
-
-def _tiers() -> dict[str, int]:
-    return dict(sync_query("SELECT kind, id FROM inventory_tier", []))
-
-
-def telemetry_ingest(*, token: AgentToken | AgentIdentity, payload: Any, now: dt.datetime | None = None
-                     ) -> IngestResult:
-    """In-process ingest (the demo seed, tests, benchmarks): validated like
-    ``POST /api/v1/telemetry/``, then stored at once in one transaction instead of
-    through the buffer and the writer. Raises ``BatchRejected``."""
-    now = now or timezone.now()
-    identity = token if isinstance(token, AgentIdentity) else identity_of(token)
-    parsed = _validated(identity, msgspec.json.encode(payload), now)
-    if isinstance(parsed, IngestResult):
-        return parsed
-    return telemetry_store_now(identity=identity, parsed=parsed, now=now)
-
-
-# ---- rollups (incremental) and retention (partitions) --------------------------------------------
 
 def _metric_rollup(kind: str, declared: tuple[metrics.Metric, ...]) -> str:
     """The upsert of a node's or module's per-minute rollups, each declared aggregate of each metric.
@@ -173,6 +91,8 @@ _ROLLUPS: dict[str, tuple[str, ...]] = {
            GROUP BY 1, 2, 3""",
     ),
 }
+
+
 # Rollups recomputed for the minutes noted under another kind (the writer notes raw tables' kinds).
 _DUE_WITH = {"stagenode": "stage"}
 
@@ -237,51 +157,10 @@ def telemetry_rollup(*, now: dt.datetime | None = None, since: dt.datetime | Non
         cur.execute("DELETE FROM telemetry_rollupdue d USING unnest(%s::int8[], %s::int8[]) AS s(id, version)"
                     " WHERE d.id = s.id AND d.version = s.version", [[r[0] for r in seen], [r[1] for r in seen]])
     # The snapshot's default window over the rollups just written: once here, not on every request.
-    window_since, figures = selectors.window_summary_figures(now=now)
-    WindowSummary.objects.update_or_create(minutes=selectors.SUMMARY_MINUTES, defaults={
+    window_since, figures = window_summary_figures(now=now)
+    WindowSummary.objects.update_or_create(minutes=SUMMARY_MINUTES, defaults={
         "since": window_since, "computed_at": now, "tiers": {str(tid): f for tid, f in figures.items()}})
     minutes = sorted({m for ms in due.values() for m in ms})
     return {"minutes": len(minutes), "start": minutes[0].isoformat() if minutes else None,
             "end": (minutes[-1] + dt.timedelta(minutes=1)).isoformat() if minutes else None,
             "ranges": ranges, "rows": rows}
-
-
-def rollup_retention_days() -> float:
-    return float(getattr(settings, "TELEMETRY_ROLLUP_RETENTION_DAYS", 30))
-
-
-_ROLLUP_TABLES = ("telemetry_noderollup", "telemetry_modulerollup", "telemetry_tierrollup", "telemetry_stagerollup",
-                  "telemetry_stagenoderollup", "telemetry_endpointrollup", "telemetry_nodelatencyrollup",
-                  "telemetry_tierlatencyrollup")
-
-
-def telemetry_partitions_ahead(*, now: dt.datetime | None = None) -> dict[str, list[str]]:
-    """Create the raw tables' partitions from the current one to TELEMETRY_PARTITIONS_AHEAD_HOURS ahead."""
-    now = now or timezone.now()
-    starts = partitions.starts_between(now, now + dt.timedelta(hours=partitions.ahead_hours()))
-    made: dict[str, list[str]] = {}
-    with transaction.atomic(), connection.cursor() as cur:
-        for table, _cols, _types in KINDS.values():
-            made[table.removeprefix("telemetry_")] = partitions.create(cur, table, starts)
-    return made
-
-
-@transaction.atomic
-def telemetry_retention(*, now: dt.datetime | None = None) -> dict[str, Any]:
-    """Drop the raw tables' partitions wholly past the raw retention (no row deletes);
-    delete stored batch ids past it, rollups and finished commands past the rollup
-    retention; expire overdue commands. Buffered batches are never deleted."""
-    now = now or timezone.now()
-    raw_cutoff = now - dt.timedelta(hours=raw_retention_hours())
-    rollup_cutoff = now - dt.timedelta(days=rollup_retention_days())
-    deleted: dict[str, Any] = {}
-    with connection.cursor() as cur:
-        for table, _cols, _types in KINDS.values():
-            deleted[table.removeprefix("telemetry_")] = partitions.drop_before(cur, table, raw_cutoff)
-        for table in _ROLLUP_TABLES:
-            cur.execute(f"DELETE FROM {table} WHERE minute < %s", [rollup_cutoff])
-            deleted[table.removeprefix("telemetry_")] = cur.rowcount
-    transaction.on_commit(forget_partitions)
-    deleted["ingestbatch"] = IngestBatch.objects.filter(received_at__lt=raw_cutoff, stored_at__isnull=False).delete()[0]
-    deleted.update(node_commands_retention(now=now, finished_before=rollup_cutoff))
-    return deleted

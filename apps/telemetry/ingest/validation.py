@@ -11,149 +11,42 @@ authority on what is valid: the fast path never accepts what this rejects.
 from __future__ import annotations
 
 import datetime as dt
-import math
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-
 from apps.agents.choices import AgentKind
-from apps.agents.contract import ENDPOINTS_SINCE, LATENCY_SINCE, VERSIONS, UnknownContract, contract_version
+from apps.agents.contract import ENDPOINTS_SINCE, LATENCY_SINCE
 from apps.agents.identity import AgentIdentity
 from apps.inventory.choices import MAX_MODULES_PER_NODE
 from apps.inventory.models import ExternalEndpoint, Module, Node, Tier
-from apps.telemetry import metrics, sketch
+from apps.telemetry import metrics
 from apps.telemetry.choices import Stage
-
-BATCH_ID = re.compile(r"^[A-Za-z0-9._:-]{8,64}$")
-MAX_SAMPLES = 1000  # of each kind per batch
-MAX_ERRORS = 50  # reported per rejected batch
-INT32 = metrics.INT32
-INT64 = metrics.INT64
-STAGES = frozenset(Stage.values)
-
-
-def max_future_skew_s() -> float:
-    return float(getattr(settings, "TELEMETRY_MAX_FUTURE_SKEW_S", 30))
-
-
-def raw_retention_hours() -> float:
-    return float(getattr(settings, "TELEMETRY_RAW_RETENTION_HOURS", 48))
-
-
-class BatchRejected(Exception):
-    """The whole batch is refused: 400 (errors by path), 403 or 413. ``versions``: the
-    contract versions this server speaks, when the batch's was not one of them."""
-
-    def __init__(self, status: int, errors: dict[str, list[str]], *,
-                 versions: tuple[int, ...] | None = None) -> None:
-        self.status = status
-        self.errors = errors
-        self.versions = versions
-        first = next(iter(errors.items()))
-        super().__init__(f"{first[0]}: {first[1][0]}")
-
-
-@dataclass
-class ParsedBatch:
-    batch_id: str
-    contract: int = 1
-    node_rows: list[tuple[Any, ...]] = field(default_factory=list)
-    module_rows: list[tuple[Any, ...]] = field(default_factory=list)
-    tier_rows: list[tuple[Any, ...]] = field(default_factory=list)
-    stage_rows: list[tuple[Any, ...]] = field(default_factory=list)
-    endpoint_rows: list[tuple[Any, ...]] = field(default_factory=list)  # from tier samples' ``endpoints``
-    latency_rows: list[tuple[Any, ...]] = field(default_factory=list)  # (time, node, stage, offset, counts, n)
-    min_time: dt.datetime | None = None
-    max_time: dt.datetime | None = None
-
-    def note_time(self, t: dt.datetime) -> None:
-        if self.min_time is None or t < self.min_time:
-            self.min_time = t
-        if self.max_time is None or t > self.max_time:
-            self.max_time = t
-
-
-class _Invalid(Exception):
-    pass
-
-
-# ---- field checks: return the clean value or raise _Invalid(message) ---------------------------
-
-
-def _number(v: Any, lo: float | None = None, hi: float | None = None) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise _Invalid("must be a number")
-    try:
-        f = float(v)
-    except OverflowError:  # an integer past the range of a double
-        raise _Invalid("must be a finite number") from None
-    if not math.isfinite(f):
-        raise _Invalid("must be a finite number")
-    if lo is not None and f < lo:
-        raise _Invalid(f"must be at least {lo:g}")
-    if hi is not None and f > hi:
-        raise _Invalid(f"must be at most {hi:g}")
-    return f
-
-
-def _integer(v: Any, lo: int = 0, hi: int = INT32) -> int:
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise _Invalid("must be an integer")
-    if v < lo:
-        raise _Invalid(f"must be at least {lo}")
-    if v > hi:
-        raise _Invalid(f"must be at most {hi}")
-    return v
-
-
-def non_negative(v: Any) -> float:
-    return _number(v, 0.0)
-
-
-def count32(v: Any) -> int:
-    return _integer(v)
-
-
-def counter64(v: Any) -> int:
-    return _integer(v, 0, INT64)
-
-
-def window(v: Any) -> float:
-    value = _number(v, 0.0, 3600.0)
-    if value == 0:
-        raise _Invalid("must be above 0")
-    return value
-
-
-Check = Callable[[Any], Any]
-
-
-def metric_check(m: metrics.Metric) -> Check:
-    """The check of a declared metric: its type and range."""
-    lo, hi = m.bounds
-    if m.is_int:
-        ilo, ihi = int(lo if lo is not None else -INT64), int(hi if hi is not None else INT64)
-        return lambda v: _integer(v, ilo, ihi)
-    return lambda v: _number(v, lo, hi)
-
-
-NODE_FIELDS: list[tuple[str, Check]] = [(m.name, metric_check(m)) for m in metrics.NODE_METRICS]
-MODULE_FIELDS: list[tuple[str, Check]] = [(m.name, metric_check(m)) for m in metrics.MODULE_METRICS]
-TIER_FIELDS: list[tuple[str, Check]] = [
-    ("window_s", window), ("queue_depth", count32), ("arrivals", count32), ("completions", count32),
-]
-TIER_OPTIONAL: list[tuple[str, Check]] = [("input_tokens", counter64), ("output_tokens", counter64)]
-MAX_ENDPOINTS = 100  # per tier sample
-ENDPOINT_FIELDS: list[tuple[str, Check]] = [("requests", count32), ("errors", count32), ("tokens", counter64)]
-STAGE_FIELDS: list[tuple[str, Check]] = [
-    ("window_s", window), ("count", count32),
-    ("p50_ms", non_negative), ("p95_ms", non_negative), ("p99_ms", non_negative), ("max_ms", non_negative),
-]
+from apps.telemetry.ingest.batch import (
+    INT32,
+    MAX_ERRORS,
+    MAX_SAMPLES,
+    STAGES,
+    BatchRejected,
+    ParsedBatch,
+    check_batch_id,
+    check_contract,
+    max_future_skew_s,
+    raw_retention_hours,
+)
+from apps.telemetry.ingest.fields import (
+    ENDPOINT_FIELDS,
+    MAX_ENDPOINTS,
+    MODULE_FIELDS,
+    NODE_FIELDS,
+    STAGE_FIELDS,
+    TIER_FIELDS,
+    TIER_OPTIONAL,
+    Check,
+    Invalid,
+    _integer,
+    count32,
+    non_negative,
+)
+from apps.telemetry.rollups import sketch
 
 
 class _Collector:
@@ -187,7 +80,7 @@ def _fields(c: _Collector, item: dict[str, Any], path: str, checks: list[tuple[s
             continue
         try:
             values.append(check(item[name]))
-        except _Invalid as exc:
+        except Invalid as exc:
             c.add(f"{path}.{name}", str(exc))
             ok = False
     return values if ok else None
@@ -235,23 +128,6 @@ def _list(c: _Collector, payload: dict[str, Any], key: str) -> list[Any]:
     if len(value) > MAX_SAMPLES:
         raise BatchRejected(413, {key: [f"{len(value)} samples; at most {MAX_SAMPLES} per batch"]})
     return value
-
-
-def check_batch_id(payload: Any) -> str:
-    if not isinstance(payload, dict):
-        raise BatchRejected(400, {"non_field_errors": ["the batch must be a JSON object"]})
-    batch_id = payload.get("batch_id")
-    if not isinstance(batch_id, str) or not BATCH_ID.match(batch_id):
-        raise BatchRejected(400, {"batch_id": ["is required: 8-64 characters of A-Z a-z 0-9 . _ : -"]})
-    return batch_id
-
-
-def check_contract(payload: dict[str, Any]) -> int:
-    """The batch's contract version (1 without one); an unknown one is a 400 naming the versions spoken."""
-    try:
-        return contract_version(payload)
-    except UnknownContract as exc:
-        raise BatchRejected(400, {"contract": [str(exc)]}, versions=VERSIONS) from None
 
 
 def parse_batch(payload: Any, *, token: AgentIdentity, now: dt.datetime) -> ParsedBatch:
@@ -372,7 +248,7 @@ def _latency(c: _Collector, item: dict[str, Any], path: str, contract: int) -> l
             continue
         try:
             offset = _integer(h.get("offset"), sketch.MIN_INDEX, sketch.MAX_INDEX)
-        except _Invalid as exc:
+        except Invalid as exc:
             c.add(f"{hpath}.offset", f"{exc} (a bucket index)" if h.get("offset") is not None else "is required")
             continue
         counts = h.get("counts")
@@ -386,7 +262,7 @@ def _latency(c: _Collector, item: dict[str, Any], path: str, contract: int) -> l
         for k, n in enumerate(counts):
             try:
                 clean.append(count32(n))
-            except _Invalid as exc:
+            except Invalid as exc:
                 c.add(f"{hpath}.counts[{k}]", str(exc))
                 break
         else:
@@ -490,7 +366,7 @@ def _parse_endpoints(c: _Collector, batch: ParsedBatch, item: dict[str, Any], pa
         if e.get("p95_ms") is not None:
             try:
                 p95 = non_negative(e["p95_ms"])
-            except _Invalid as exc:
+            except Invalid as exc:
                 c.add(f"{epath}.p95_ms", str(exc))
                 values = None
         elif "p95_ms" not in e:

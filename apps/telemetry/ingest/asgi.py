@@ -10,9 +10,9 @@ what an agent's batch needs, on the event loop:
   methods and paths) goes to Django unchanged, so those answers stay Django's;
 - the body limit (413, like ``BodySizeLimitMiddleware``) and ``X-Request-ID``
   (like ``RequestIdMiddleware``); the per-key rate (429 with ``Retry-After``,
-  ``services.telemetry_rate_refusal``, as the DRF view);
+  ``receive.telemetry_rate_refusal``, as the DRF view);
 - validation by ``decoder.fast_decode`` (no database); a batch it cannot accept
-  goes to ``services.telemetry_receive`` in a thread, the same code the DRF view
+  goes to ``receive.telemetry_receive`` in a thread, the same code the DRF view
   runs, so errors and edge cases are answered exactly as there;
 - group commit into the durable buffer (``appender.GroupAppender``); 202 once
   committed, 200 for a resend; 503 while the database is unreachable.
@@ -33,11 +33,11 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from apps.agents.identity import AgentIdentity, identities
-from apps.telemetry import services
-from apps.telemetry.api.responses import accepted, rejection
-from apps.telemetry.appender import GroupAppender
-from apps.telemetry.decoder import NeedsFullCheck, fast_decode
-from apps.telemetry.validation import BatchRejected
+from apps.telemetry.ingest.batch import BatchRejected
+from apps.telemetry.ingest.decoder import NeedsFullCheck, fast_decode
+from apps.telemetry.ingest.receive import telemetry_rate_refusal, telemetry_receive
+from apps.telemetry.ingest.responses import accepted, rejection
+from apps.telemetry.store.appender import GroupAppender
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def _slow_receive(identity: AgentIdentity, body: bytes, now: dt.datetime) -> tup
     """The complete check and a synchronous append, in a worker thread (Django's connection)."""
     try:
         try:
-            return accepted(services.telemetry_receive(identity=identity, body=body, now=now))
+            return accepted(telemetry_receive(identity=identity, body=body, now=now))
         except BatchRejected as exc:
             return rejection(exc)
     finally:
@@ -112,7 +112,7 @@ class TelemetryIngestApp:
             return 503, {"detail": "telemetry storage is unavailable; retry later"}, [(b"retry-after", b"1")]
         if identity is None:
             return 401, {"detail": "unknown or revoked agent key"}, [(b"www-authenticate", b"Agent")]
-        refusal = services.telemetry_rate_refusal(identity)
+        refusal = telemetry_rate_refusal(identity)
         if refusal is not None:
             return 429, refusal[0], [(b"retry-after", str(refusal[1]).encode())]
         try:

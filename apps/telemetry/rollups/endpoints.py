@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from apps.telemetry.validation import raw_retention_hours
+from apps.telemetry.ingest.batch import raw_retention_hours
 
 # A parsed endpoint row: (time, endpoint id, window_s, requests, errors, tokens, p95_ms or None).
 _MERGE = (

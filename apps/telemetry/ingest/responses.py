@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from apps.common.errors import _summary
-from apps.telemetry.ingest import IngestResult
-from apps.telemetry.validation import BatchRejected
+from apps.telemetry.ingest.batch import BatchRejected
+from apps.telemetry.store.buffer import IngestResult
 
 
 def rejection(exc: BatchRejected) -> tuple[int, dict[str, Any]]:
