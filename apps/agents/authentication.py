@@ -12,12 +12,13 @@ from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
-from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.authentication import BaseAuthentication, SessionAuthentication, get_authorization_header
 from rest_framework.request import Request
 
 from apps.agents.identity import TOUCH_EVERY_S as _TOUCH_EVERY_S
 from apps.agents.identity import hash_key
 from apps.agents.models import AgentToken
+from apps.common.authentication import TokenAuthentication
 
 KEYWORD = "Agent"
 
@@ -74,3 +75,8 @@ class AgentTokenScheme(OpenApiAuthenticationExtension):
             "name": "Authorization",
             "description": "Node agent or gateway key: `Agent <key>`",
         }
+
+
+# What agent endpoints authenticate with. User credentials are recognised too, so a user calling an
+# agent endpoint gets 403, not 401.
+AGENT_AUTH = [AgentTokenAuthentication, TokenAuthentication, SessionAuthentication]

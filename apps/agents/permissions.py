@@ -15,6 +15,13 @@ def agent_token(request: Any) -> AgentToken | None:
     return auth if isinstance(auth, AgentToken) else None
 
 
+def agent_token_of(request: Any) -> AgentToken:
+    """The calling agent's token, on a view whose permission classes admit only agents."""
+    token = agent_token(request)
+    assert token is not None  # guaranteed by the permission classes
+    return token
+
+
 class IsAgent(BasePermission):
     message = "this endpoint is for node agents and the gateway (Authorization: Agent <key>)"
     kinds: tuple[str, ...] = (AgentKind.NODE, AgentKind.GATEWAY)

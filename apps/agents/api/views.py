@@ -8,7 +8,6 @@ from typing import Any
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, viewsets
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -26,22 +25,11 @@ from apps.agents.api.serializers import (
     CommandAckSerializer,
     NodeCommandSerializer,
 )
-from apps.agents.authentication import AgentTokenAuthentication
+from apps.agents.authentication import AGENT_AUTH
 from apps.agents.filtersets import NodeCommandFilterSet
 from apps.agents.models import AgentToken, NodeCommand
-from apps.agents.permissions import IsNodeAgent, agent_token
-from apps.common.authentication import TokenAuthentication
+from apps.agents.permissions import IsNodeAgent, agent_token_of
 from apps.common.permissions import AdminOnly, ViewerReadOperatorWrite
-
-# User credentials are recognised too, so a user calling an agent endpoint gets 403, not 401.
-AGENT_AUTH = [AgentTokenAuthentication, TokenAuthentication, SessionAuthentication]
-
-
-def agent_token_of(request: Request) -> AgentToken:
-    """The calling agent's token (on a view whose permission classes admit only agents)."""
-    token = agent_token(request)
-    assert token is not None  # guaranteed by the permission classes
-    return token
 
 
 class AgentSelfView(APIView):

@@ -10,9 +10,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.agents import services as agent_services
-from apps.agents.api.views import AGENT_AUTH, agent_token_of
-from apps.agents.authentication import agent_key
-from apps.agents.permissions import IsAgent
+from apps.agents.authentication import AGENT_AUTH, agent_key
+from apps.agents.permissions import IsAgent, agent_token_of
 from apps.common.permissions import IsViewer
 from apps.inventory.choices import TierKind
 from apps.inventory.models import Node, Tier

@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.agents.api.views import AGENT_AUTH
+from apps.agents.authentication import AGENT_AUTH
 from apps.agents.permissions import IsNodeAgent
 from apps.common.errors import Conflict
 from apps.common.permissions import ViewerReadOperatorWrite
