@@ -10,6 +10,7 @@ import itertools
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -135,8 +136,6 @@ def test_only_admins_see_issue_rotate_and_revoke_keys(fleet: Fleet, operator_api
 
 @pytest.mark.django_db
 def test_the_admin_rotates_a_key_and_shows_the_new_one_once(fleet: Fleet, admin_user: Any) -> None:
-    from django.test import Client
-
     client = Client()
     client.force_login(admin_user)
     old = AgentToken.objects.get(node=fleet.node_a)

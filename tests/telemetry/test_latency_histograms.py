@@ -16,6 +16,7 @@ from django.utils import timezone
 import apps.telemetry.selectors.latency as telemetry_latency
 import apps.telemetry.selectors.series as telemetry_series
 import apps.telemetry.selectors.snapshot as snapshot
+from agent.cp_agent import sketch as agent_sketch
 from apps.agents.choices import AgentKind
 from apps.agents.services import agent_token_issue
 from apps.inventory.choices import NodeState, TierKind
@@ -67,8 +68,6 @@ def test_the_mapping_keeps_every_value_within_its_relative_accuracy() -> None:
 
 
 def test_the_agent_maps_latencies_to_the_same_buckets() -> None:
-    from agent.cp_agent import sketch as agent_sketch
-
     rng = random.Random(3)
     assert (agent_sketch.GAMMA, agent_sketch.MIN_INDEX, agent_sketch.MAX_INDEX) == (
         sketch.GAMMA, sketch.MIN_INDEX, sketch.MAX_INDEX)

@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import redis
 import yaml
 from django.conf import settings
 
@@ -117,7 +118,6 @@ def test_a_metric_declared_once_is_validated_stored_rolled_up_and_in_the_schema(
            "REDIS_URL": redis_url, "DB_POOL_MAX_SIZE": "0", "DB_CONN_MAX_AGE": "0",
            "CONTROLPLANE_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "controlplane.settings",
            "PYTHONPATH": str(project)}
-    import redis
 
     redis.Redis.from_url(redis_url).flushdb()
     try:

@@ -8,10 +8,12 @@ import random
 from typing import Any
 
 import pytest
+from rest_framework.renderers import JSONRenderer
 
 import apps.telemetry.selectors.series as telemetry_series
 from apps.inventory.choices import TierKind
 from apps.inventory.models import Tier
+from apps.telemetry.api.serializers import QueueDepthSeriesSerializer, StageLatencySeriesSerializer
 from apps.telemetry.choices import Stage
 from apps.telemetry.models import StageRollup, TierRollup
 
@@ -112,9 +114,6 @@ def test_the_api_says_how_many_minutes_a_point_covers(viewer_api: Any) -> None:
 
 
 def test_the_series_responses_are_what_their_serializers_describe(viewer_api: Any) -> None:
-    from rest_framework.renderers import JSONRenderer
-
-    from apps.telemetry.api.serializers import QueueDepthSeriesSerializer, StageLatencySeriesSerializer
 
     tier = Tier.objects.get(kind=TierKind.HYBRID_INFERENCE)
     _rows(tier, 1440, end=dt.datetime.now(dt.UTC) - dt.timedelta(minutes=2))  # the requests read up to now
