@@ -221,10 +221,10 @@ def client_main(args: argparse.Namespace) -> None:
 def _make_fleet(n: int, keys_path: Path) -> None:
     from decimal import Decimal
 
+    from apps.agents.identity import hash_key
+    from apps.agents.models import AgentToken
     from apps.inventory.choices import FormFactor, NodeState, TierKind
     from apps.inventory.models import Module, ModuleType, Node, Rack, Tier
-    from apps.telemetry.identity import hash_key
-    from apps.telemetry.models import AgentToken
 
     tier = Tier.objects.get(kind=TierKind.HYBRID_INFERENCE)
     mtype = ModuleType.objects.create(vendor="Bench", model="B-40", form_factor=FormFactor.M2,
@@ -272,7 +272,7 @@ def _postgres_cpu() -> float:
 
 
 def _pending() -> int:
-    from apps.telemetry.ingest import pending_count
+    from apps.telemetry.store.raw import pending_count
 
     return pending_count()
 
@@ -332,8 +332,8 @@ def _raw_copy(rows_per_batch_samples: int, seconds: float) -> float:
     import psycopg
 
     from apps.inventory.models import Module, Node
-    from apps.telemetry.appender import conninfo
-    from apps.telemetry.ingest import MODULE_COLS, MODULE_TYPES, NODE_COLS, NODE_TYPES
+    from apps.telemetry.store.appender import conninfo
+    from apps.telemetry.store.raw import MODULE_COLS, MODULE_TYPES, NODE_COLS, NODE_TYPES
 
     node = Node.objects.get(hostname="bench-00000")
     modules = list(Module.objects.filter(node=node).values_list("id", flat=True))
@@ -410,7 +410,7 @@ def run(args: argparse.Namespace) -> int:
         t = time.monotonic()
         keys = ROOT / "artifacts" / "bench-fleet-keys.json"
         _make_fleet(args.max_nodes, keys)
-        from apps.telemetry.services import telemetry_partitions_ahead
+        from apps.telemetry.rollups.retention import telemetry_partitions_ahead
 
         telemetry_partitions_ahead()
         print(f"fleet of {args.max_nodes} nodes x {MODULES} modules made in {time.monotonic() - t:.0f} s", flush=True)

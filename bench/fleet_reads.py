@@ -57,10 +57,12 @@ def _fill(n_nodes: int) -> float:
     from django.db import connection
     from django.utils import timezone
 
+    from apps.agents.choices import AgentKind
+    from apps.agents.services import agent_token_issue
     from apps.inventory.choices import TierKind
     from apps.inventory.models import Module, ModuleType, Node, Rack, Tier
-    from apps.telemetry.choices import AgentKind, Stage
-    from apps.telemetry.services import agent_token_issue, telemetry_ingest
+    from apps.telemetry.choices import Stage
+    from apps.telemetry.ingest.receive import telemetry_ingest
 
     t0 = time.perf_counter()
     tiers = {t.kind: t for t in Tier.objects.all()}
@@ -110,7 +112,7 @@ def _fill(n_nodes: int) -> float:
                        CROSS JOIN unnest(%s::timestamptz[]) AS m""", [list(Stage.values), day])
         cur.execute("ANALYZE")
     _, key = agent_token_issue(kind=AgentKind.GATEWAY, node=None, actor="bench")
-    from apps.telemetry.models import AgentToken
+    from apps.agents.models import AgentToken
 
     token = AgentToken.objects.get(kind=AgentKind.GATEWAY)
     stamp = now.isoformat()
@@ -122,7 +124,7 @@ def _fill(n_nodes: int) -> float:
         "stage_samples": [{"time": stamp, "tier": kind, "stage": stage, "window_s": 10, "count": 300,
                            "p50_ms": 20.0, "p95_ms": 80.0, "p99_ms": 120.0, "max_ms": 200.0}
                           for kind in tiers for stage in Stage.values]})
-    from apps.telemetry.services import telemetry_rollup
+    from apps.telemetry.rollups.rollup import telemetry_rollup
 
     t1 = time.perf_counter()
     telemetry_rollup()
@@ -148,7 +150,7 @@ def _measure(n_requests: int) -> list[dict[str, Any]]:
     from apps.accounts.services import user_ensure
     from apps.inventory.choices import TierKind
     from apps.inventory.models import Tier
-    from apps.telemetry.appender import conninfo
+    from apps.telemetry.store.appender import conninfo
 
     user, _ = user_ensure(username="bench-viewer", password="bench-viewer-pw", role="viewer")
     token, _ = Token.objects.get_or_create(user=user)

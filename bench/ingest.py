@@ -56,14 +56,15 @@ def _measure(samples: int, runs: int) -> dict[str, list[float]]:
     from django.utils import timezone
     from rest_framework.test import APIClient
 
+    from apps.agents.choices import AgentKind
+    from apps.agents.services import agent_token_issue, identity_of
     from apps.inventory.choices import FormFactor, TierKind
     from apps.inventory.models import Module, ModuleType, Node, Rack, Tier
-    from apps.telemetry.appender import conninfo
-    from apps.telemetry.choices import AgentKind
-    from apps.telemetry.decoder import decode
-    from apps.telemetry.ingest import MODULE_COLS, MODULE_TYPES, NODE_COLS, NODE_TYPES
+    from apps.telemetry.ingest.decoder import decode
+    from apps.telemetry.ingest.receive import telemetry_ingest
     from apps.telemetry.models import ModuleSample, NodeSample
-    from apps.telemetry.services import agent_token_issue, identity_of, telemetry_ingest
+    from apps.telemetry.store.appender import conninfo
+    from apps.telemetry.store.raw import MODULE_COLS, MODULE_TYPES, NODE_COLS, NODE_TYPES
 
     rack = Rack.objects.create(name="bench")
     node = Node.objects.create(hostname="bench-1", rack=rack, slot=1,

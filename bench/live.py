@@ -256,8 +256,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     procs: list[subprocess.Popen[bytes]] = []
     try:
         from apps.accounts.services import user_ensure
+        from apps.agents.services import agent_token_issue
         from apps.simulator.demo import seed_demo
-        from apps.telemetry.services import agent_token_issue
 
         seed_demo()
         user, _ = user_ensure(username="bench-viewer", password="bench-viewer-pw-1", role="viewer")

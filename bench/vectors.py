@@ -47,9 +47,9 @@ BENCH_DB = "bench_vectors"
 def _setup() -> tuple[Any, Any, str]:
     from decimal import Decimal
 
+    from apps.agents.services import agent_token_issue
     from apps.inventory.choices import FormFactor, NodeState, TierKind
     from apps.inventory.models import Module, ModuleType, Node, Rack, Tier
-    from apps.telemetry.services import agent_token_issue
     from apps.vectors.services import suite_import
     from apps.vectors.sources import onnx_node_cases
 

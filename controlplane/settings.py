@@ -134,6 +134,7 @@ INSTALLED_APPS = [
     "apps.accounts",
     "apps.audit",
     "apps.inventory",
+    "apps.agents",
     "apps.telemetry",
     "apps.planner",
     "apps.simulator",
@@ -334,7 +335,7 @@ SPECTACULAR_SETTINGS = {
         "CombinationStateEnum": "apps.inventory.choices.CombinationState",
         "TierKindEnum": "apps.inventory.choices.TierKind",
         "FaultKindEnum": "apps.simulator.choices.FaultKind",
-        "AgentKindEnum": "apps.telemetry.choices.AgentKind",
+        "AgentKindEnum": "apps.agents.choices.AgentKind",
     },
 }
 

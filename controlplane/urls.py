@@ -12,6 +12,7 @@ api_v1 = [
     path("", include("apps.inventory.api.urls")),
     path("", include("apps.audit.api.urls")),
     path("", include("apps.accounts.api.urls")),
+    path("", include("apps.agents.api.urls")),
     path("", include("apps.telemetry.api.urls")),
     path("", include("apps.planner.api.urls")),
     path("", include("apps.simulator.api.urls")),

@@ -165,8 +165,8 @@ def _abuse_limits_off(settings: Any, monkeypatch: Any) -> None:
 def _fresh_telemetry_caches() -> None:
     """Agent identities (and the tiers' ids) and known partitions are cached per process;
     tests roll back or flush the rows behind them (tiers come back with new ids)."""
-    from apps.telemetry.identity import identities
-    from apps.telemetry.ingest import forget_partitions
+    from apps.agents.identity import identities
+    from apps.telemetry.store.raw import forget_partitions
 
     identities.clear()
     forget_partitions()

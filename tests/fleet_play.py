@@ -9,13 +9,15 @@ import time
 
 from django.utils import timezone
 
+from apps.agents.choices import AgentKind
+from apps.agents.services import agent_token_issue
 from apps.inventory.models import Node
 from apps.simulator.engine import Engine
 from apps.simulator.runner import CONTRACT
 from apps.simulator.selectors import fleet_specs
 from apps.simulator.specs import Config
-from apps.telemetry.choices import AgentKind
-from apps.telemetry.services import agent_token_issue, telemetry_ingest, telemetry_rollup
+from apps.telemetry.ingest.receive import telemetry_ingest
+from apps.telemetry.rollups.rollup import telemetry_rollup
 
 _batch = itertools.count(1)
 

@@ -13,7 +13,7 @@ same rules (docs/security.md):
   no body the API takes nests more than five): refused.
 
 Each refusal is ``BadJSON`` with a message naming the problem; callers turn it into a 400
-(``apps/common/parsers.py`` for DRF, ``apps/telemetry/decoder.py`` for the ingest).
+(``apps/common/parsers.py`` for DRF, ``apps/telemetry/ingest/decoder.py`` for the ingest).
 """
 
 from __future__ import annotations

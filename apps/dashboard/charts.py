@@ -13,8 +13,8 @@ from typing import Any
 import plotly.graph_objects as go
 from django.utils import timezone
 
+import apps.telemetry.selectors.series as telemetry
 from apps.inventory.choices import NodeState
-from apps.telemetry import selectors as telemetry
 from apps.telemetry.choices import Stage
 
 STAGE_COLOURS = {

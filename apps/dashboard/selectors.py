@@ -11,10 +11,11 @@ from typing import Any
 
 from django.utils import timezone
 
+import apps.telemetry.selectors.snapshot as telemetry
 from apps.inventory.choices import module_allowed_actions, node_allowed_actions
 from apps.inventory.models import Module, Node
 from apps.operations import selectors as operations
-from apps.telemetry import selectors as telemetry
+from apps.telemetry.selectors.common import iso
 
 
 def live_snapshot(*, now: dt.datetime | None = None) -> dict[str, Any]:
@@ -44,10 +45,10 @@ def node_live(*, node: Node, now: dt.datetime | None = None) -> dict[str, Any]:
     return {
         "id": node.pk, "hostname": node.hostname, "state": node.state,
         "allowed_actions": node_allowed_actions(node.state),
-        "state_changed_at": telemetry.iso(node.state_changed_at),
+        "state_changed_at": iso(node.state_changed_at),
         "hold": None if hold is None else {
             "id": hold.pk, "kind": hold.kind, "owner": hold.owner, "state": hold.state, "reason": hold.reason,
-            "by": hold.created_by_name, "started_at": telemetry.iso(hold.started_at),
+            "by": hold.created_by_name, "started_at": iso(hold.started_at),
             "waiting_for": operations.drain_waiting_for(hold, now=now)},
         "latest": latest["node"],
         "modules": modules,

@@ -13,6 +13,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+import apps.telemetry.selectors.sweep as telemetry
 from apps.audit.models import AuditEvent
 from apps.health.checks import CHECKS
 from apps.health.choices import ACTIVE_FINDING_STATES, SEVERITY_ORDER
@@ -21,7 +22,6 @@ from apps.health.models import Finding, HealthCheck, Silence
 from apps.inventory.choices import SERVING_STATES, CombinationState, ModuleState, NodeState
 from apps.inventory.models import ExternalEndpoint, Module, Node, Tier, VersionCombination
 from apps.operations.selectors import overdue_drains
-from apps.telemetry import selectors as telemetry
 
 
 @dataclass(frozen=True)

@@ -58,14 +58,3 @@ class DecisionAction(models.TextChoices):
     SKIPPED = "skipped", "Skipped"
 
 
-# Commands sent to node agents through the telemetry command channel. Agents (and the
-# simulator) stop taking work on cordon/drain and take it again on uncordon/resume.
-class CommandKind:
-    CORDON = "cordon"
-    DRAIN = "drain"
-    UNCORDON = "uncordon"
-    ACTIVATE = "resume"  # a standby node activated by a scale-up: take work
-    STANDBY = "standby"
-    MAINTENANCE = "maintenance"
-    QUARANTINE_MODULE = "quarantine_module"
-    RELEASE_MODULE = "release_module"

@@ -32,6 +32,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from apps.agents.choices import CommandKind
+from apps.agents.services import node_command_send
 from apps.audit.choices import Source
 from apps.audit.models import AuditEvent
 from apps.audit.services import actor_identity, actor_name, audit_record
@@ -43,7 +45,6 @@ from apps.operations import capacity, selectors
 from apps.operations.choices import (
     ACTIVE_DRAIN_STATES,
     AfterDrain,
-    CommandKind,
     DeadlineAction,
     DrainKind,
     DrainState,
@@ -124,8 +125,6 @@ def _active_hold(node: Node) -> Drain | None:
 def _send(node: Node, kind: str, args: dict[str, Any], *, actor: Any, reason: str, source: str,
           event: AuditEvent) -> None:
     """Queue ``kind`` for the node's agent, linked to the action's audit record (no second record)."""
-    from apps.telemetry.services import node_command_send
-
     node_command_send(node=node, kind=kind, args=args, actor=actor, reason=reason, source=source, audit_event=event)
 
 

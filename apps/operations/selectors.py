@@ -18,7 +18,7 @@ from apps.operations import capacity
 from apps.operations.choices import ACTIVE_DRAIN_STATES, AfterDrain, DeadlineAction, DrainState, ScaleState
 from apps.operations.models import AutoscalerDecision, AutoscalerPolicy, Drain, Quarantine, ScaleRequest
 from apps.telemetry.models import NodeStatus
-from apps.telemetry.selectors import fleet_snapshot, nodes_not_seen
+from apps.telemetry.selectors.snapshot import fleet_snapshot, nodes_not_seen
 
 # A tier's queue depth older than this is not acted on.
 QUEUE_FRESH_S = 60
@@ -68,7 +68,7 @@ def reachable_again(*, since: dt.datetime) -> list[int]:
 
 def tier_snapshot(*, tier: Tier, now: dt.datetime | None = None, window_minutes: int | None = None
                   ) -> dict[str, Any]:
-    """The fleet snapshot's entry for ``tier`` (apps.telemetry.selectors.fleet_snapshot)."""
+    """The fleet snapshot's entry for ``tier`` (apps.telemetry.selectors.snapshot.fleet_snapshot)."""
     return dict(fleet_snapshot(now=now, window_minutes=window_minutes, tier_id=tier.pk)["tiers"][0])
 
 

@@ -57,7 +57,7 @@ def installed_capacity() -> list[TierInstalled]:
 def observed_traffic(*, window_s: int) -> dict[str, Any] | None:
     """Telemetry's observed traffic, or None while telemetry has none (or is not installed)."""
     try:
-        telemetry = importlib.import_module("apps.telemetry.selectors")
+        telemetry = importlib.import_module("apps.telemetry.selectors.traffic")
     except ImportError:
         return None
     reader = getattr(telemetry, "observed_traffic", None)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import apps.telemetry.selectors.cohorts as telemetry_selectors
 from apps.health import selectors as health_selectors
 from apps.rollouts.choices import Step
 from apps.rollouts.models import Rollout, RolloutNode
-from apps.telemetry import selectors as telemetry_selectors
 from apps.vectors.choices import RunState
 
 # The cohort gate compares a stage only when each cohort served at least this many requests in it over

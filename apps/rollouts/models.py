@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from apps.agents.models import NodeCommand
 from apps.inventory.models import ModuleType, Node, VersionCombination
 from apps.rollouts.choices import (
     ACTIVE_ROLLOUT_STATES,
@@ -22,7 +23,6 @@ from apps.rollouts.choices import (
     RolloutState,
     Step,
 )
-from apps.telemetry.models import NodeCommand
 from apps.vectors.models import Suite, VectorRun
 
 

@@ -16,6 +16,9 @@ import datetime as dt
 
 from django.utils import timezone
 
+from apps.agents.choices import CommandState
+from apps.agents.models import NodeCommand
+from apps.agents.services import install_versions_send
 from apps.audit.choices import Source
 from apps.audit.services import audit_record
 from apps.common.errors import Conflict
@@ -29,15 +32,11 @@ from apps.operations.choices import ACTIVE_DRAIN_STATES, DeadlineAction, DrainSt
 from apps.operations.models import Drain
 from apps.rollouts.choices import FINAL_STEPS, FailureKind, RollbackPhase, RolloutState, Step
 from apps.rollouts.models import Rollout, RolloutNode
-from apps.telemetry.choices import CommandState
-from apps.telemetry.models import NodeCommand
-from apps.telemetry.services import node_command_send
 from apps.vectors import runs
 from apps.vectors.choices import FINAL_RUN_STATES, RunPurpose, RunState, TargetState
 
 ACTOR = "rollout"
 OWNER = Owner.ROLLOUT
-INSTALL_VERSIONS = "install_versions"
 FAILED_COMMAND = (CommandState.FAILED, CommandState.UNKNOWN, CommandState.EXPIRED)
 
 
@@ -83,10 +82,9 @@ def _wait(rn: RolloutNode, text: str) -> bool:
 
 def _send_install(r: Rollout, rn: RolloutNode, driver: str, framework: str, *, restore: bool) -> NodeCommand:
     what = f"restore {driver} + {framework}" if restore else f"install {driver} + {framework}"
-    args = {"rollout": r.pk, "driver": driver, "framework": framework, "module_type": str(r.module_type),
-            "modules": list(rn.modules), "restore": restore}
-    return node_command_send(node=rn.node, kind=INSTALL_VERSIONS, args=args, actor=ACTOR, source=Source.SYSTEM,
-                             reason=f"rollout #{r.pk}: {what}")
+    return install_versions_send(node=rn.node, driver=driver, framework=framework, module_type=str(r.module_type),
+                                 modules=list(rn.modules), restore=restore, work={"rollout": r.pk}, actor=ACTOR,
+                                 reason=f"rollout #{r.pk}: {what}")
 
 
 def _set_versions(r: Rollout, rn: RolloutNode, driver: str, framework: str, why: str) -> None:

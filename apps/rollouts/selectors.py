@@ -9,9 +9,9 @@ from typing import Any
 from django.db.models import QuerySet
 from django.utils import timezone
 
+import apps.telemetry.selectors.cohorts as telemetry_selectors
 from apps.rollouts.choices import FINAL_STEPS, Step
 from apps.rollouts.models import Rollout, RolloutNode
-from apps.telemetry import selectors as telemetry_selectors
 
 # The cohort chart shows at most this much of a rollout's history (per-minute points).
 COHORT_CHART_MINUTES = 180

@@ -28,7 +28,7 @@ from agent.cp_agent.vectors import VECTOR_PATH, VectorRunner
 from apps.simulator.engine import Engine
 from apps.simulator.specs import FaultSpec, ModuleSpec, NodeSpec
 from apps.simulator.vector_faults import combination_drift, perturb_outputs, scale_floats, silent_corruption
-from apps.telemetry.validation import MAX_SAMPLES
+from apps.telemetry.batch import MAX_SAMPLES
 
 log = logging.getLogger("simulator")
 

@@ -13,12 +13,12 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from apps.agents.authentication import hash_key
+from apps.agents.choices import AgentKind
+from apps.agents.models import AgentToken
+from apps.agents.services import agent_token_issue
 from apps.audit.choices import Source
 from apps.inventory.models import Node
-from apps.telemetry.authentication import hash_key
-from apps.telemetry.choices import AgentKind
-from apps.telemetry.models import AgentToken
-from apps.telemetry.services import agent_token_issue
 
 ACTOR = "seed_demo"
 TOKENS_FILE = settings.VAR_DIR / "agent-tokens.json"

@@ -8,7 +8,7 @@ Everything else derives from ``NODE_METRICS`` and ``MODULE_METRICS``:
   rollups (``contribute``; a new metric is one declaration and one
   ``makemigrations``);
 - the complete check's field checks (``validation``), the compiled fast path's
-  Structs (``decoder``) and the contract's nullable fields (``contract``);
+  Structs (``decoder``) and the contract's nullable fields (``nullable_fields``);
 - the COPY columns and types and the status upsert (``ingest``);
 - the rollup SQL (``services``);
 - the ingest schema's serializers (``api.serializers``), hence the OpenAPI schema.
@@ -104,6 +104,17 @@ MODULE_METRICS: tuple[Metric, ...] = (
     _m("ecc_uncorrected", "int8", help="Cumulative since boot", nullable_since=2, rollups=("max",)),
     _m("errors", "int8", help="Cumulative since boot", nullable_since=2, rollups=("max",)),
 )
+
+
+# Since which contract version (``apps/agents/contract.py``) a node or module field may be null.
+NULLABLE_SINCE: dict[str, int] = {
+    m.name: m.nullable_since for m in (*NODE_METRICS, *MODULE_METRICS) if m.nullable_since is not None
+}
+
+
+def nullable_fields(version: int) -> frozenset[str]:
+    """The node and module fields an agent speaking contract ``version`` may send as null."""
+    return frozenset(name for name, since in NULLABLE_SINCE.items() if version >= since)
 
 
 def names(metrics: tuple[Metric, ...]) -> tuple[str, ...]:

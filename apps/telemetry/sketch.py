@@ -8,7 +8,7 @@ is within ``a`` (1 %) of every value in it. Latencies below ``MIN_MS`` count in
 index, in any order and at any level (node, tier, fleet; a minute, an hour, a
 day), so a percentile of the merge is within 1 % of the exact percentile of all
 the latencies merged. The rollups add the counts in SQL and the readers take the
-percentiles there too (``apps/telemetry/selectors.py``): percentile q is the
+percentiles there too (``apps/telemetry/selectors/``): percentile q is the
 bucket holding the latency of rank floor(q (n - 1)) among the n merged.
 
 On the wire (contract 3) a histogram is ``{"offset": i0, "counts": [c0, c1, ...]}``:

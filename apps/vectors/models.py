@@ -13,8 +13,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from apps.agents.models import NodeCommand
 from apps.inventory.models import Module, Node, VersionCombination
-from apps.telemetry.models import NodeCommand
 from apps.vectors.choices import Outcome, RunPhase, RunPurpose, RunState, SuiteState, TargetState
 
 

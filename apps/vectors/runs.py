@@ -23,13 +23,13 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
+from apps.agents.choices import CommandKind, CommandState
+from apps.agents.services import node_command_send
 from apps.audit.choices import Source
 from apps.audit.services import actor_identity, audit_record
 from apps.common.errors import Conflict
 from apps.inventory.choices import CombinationState
 from apps.inventory.models import Module, VersionCombination
-from apps.telemetry.choices import CommandState
-from apps.telemetry.services import node_command_send
 from apps.vectors import codec
 from apps.vectors.choices import (
     FINAL_RUN_STATES,
@@ -45,7 +45,6 @@ from apps.vectors.models import RunTarget, Suite, Vector, VectorResult, VectorRu
 
 logger = logging.getLogger(__name__)
 
-RUN_VECTORS = "run_vectors"
 ADVANCE_TASK = "apps.vectors.tasks.vector_run_advance"  # sent by name: the task advances runs (``advance.py``)
 FINAL_TARGET_STATES = frozenset({TargetState.DONE, TargetState.TIMED_OUT, TargetState.ERROR})
 
@@ -136,7 +135,7 @@ def send_pending(run: VectorRun, now: dt.datetime) -> int:
     sent = 0
     for target in run.targets.filter(state=TargetState.PENDING).select_related("module", "node"):
         command = node_command_send(
-            node=target.node, kind=RUN_VECTORS, args=_command_args(run, target, vectors), actor="vectors",
+            node=target.node, kind=CommandKind.RUN_VECTORS, args=_command_args(run, target, vectors), actor="vectors",
             reason=f"vector run #{run.pk} ({run.suite})", source=Source.SYSTEM,
             expires_at=now + dt.timedelta(seconds=run.timeout_s))
         target.command, target.state, target.sent_at = command, TargetState.SENT, now

@@ -24,18 +24,17 @@ from typing import Any
 
 from django.db import transaction
 
+from apps.agents.choices import CommandState
+from apps.agents.services import install_versions_send
 from apps.audit.choices import Source
 from apps.common.errors import Conflict
 from apps.inventory import services as inventory_services
 from apps.inventory.choices import CombinationState, NodeState
 from apps.inventory.models import Module, VersionCombination
-from apps.telemetry.choices import CommandState
-from apps.telemetry.services import node_command_send
 from apps.vectors.choices import FINAL_RUN_STATES, Outcome, RunPhase, RunPurpose, RunState, TargetState
 from apps.vectors.models import RunTarget, Suite, VectorRun
 from apps.vectors.runs import run_create, run_finish, run_summary
 
-INSTALL_VERSIONS = "install_versions"
 VALIDATABLE_STATES = (CombinationState.CANDIDATE, CombinationState.BLOCKED)
 GRAY_NODE_STATES = (NodeState.STANDBY, NodeState.MAINTENANCE)
 ACTOR = "vectors"
@@ -76,14 +75,12 @@ def combination_validate(*, combination: VersionCombination, suite: Suite, actor
 
 
 def _send_install(run: VectorRun, targets: list[RunTarget], driver: str, framework: str, *, restore: bool) -> Any:
-    node = targets[0].node
     combination = run.combination
-    args = {"run": run.pk, "driver": driver, "framework": framework,
-            "module_type": str(combination.module_type) if combination else "",
-            "modules": [t.module.serial for t in targets], "restore": restore}
     what = "restore the previous versions" if restore else f"install {driver} + {framework}"
-    return node_command_send(node=node, kind=INSTALL_VERSIONS, args=args, actor=ACTOR, source=Source.SYSTEM,
-                             reason=f"vector run #{run.pk}: {what}")
+    return install_versions_send(node=targets[0].node, driver=driver, framework=framework,
+                                 module_type=str(combination.module_type) if combination else "",
+                                 modules=[t.module.serial for t in targets], restore=restore, work={"run": run.pk},
+                                 actor=ACTOR, reason=f"vector run #{run.pk}: {what}")
 
 
 def _set_versions(target: RunTarget, driver: str, framework: str, reason: str) -> None:

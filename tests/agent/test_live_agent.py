@@ -13,11 +13,12 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from apps.accounts.services import user_ensure
+from apps.agents.models import NodeCommand
 from apps.audit.models import AuditEvent
 from apps.inventory.models import Module, Node
 from apps.operations import controllers as operations
 from apps.operations.models import Drain
-from apps.telemetry.models import IngestBatch, NodeCommand, NodeSample, NodeStatus
+from apps.telemetry.models import IngestBatch, NodeSample, NodeStatus
 from tests.agent.fleet import make_node
 from tests.agent.promserver import PromServer, in_flight_gauge
 from tests.live.stack import LiveStack, wait_for

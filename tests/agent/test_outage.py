@@ -12,8 +12,9 @@ from agent.cp_agent.client import ApiClient
 from agent.cp_agent.inflight import NoInFlight
 from agent.cp_agent.runner import Agent
 from agent.cp_agent.spool import Spool
-from apps.telemetry.models import IngestBatch, ModuleSample, NodeCommand, NodeSample
-from apps.telemetry.services import agent_token_issue, node_command_send
+from apps.agents.models import NodeCommand
+from apps.agents.services import agent_token_issue, node_command_send
+from apps.telemetry.models import IngestBatch, ModuleSample, NodeSample
 from tests.agent.fleet import make_node
 from tests.live.stack import LiveStack, wait_for
 

@@ -161,7 +161,7 @@ def dashboard_stack(live_stack: Any) -> Any:
 
     from apps.accounts.services import user_ensure
     from apps.simulator.demo import seed_demo
-    from apps.telemetry.services import telemetry_rollup
+    from apps.telemetry.rollups.rollup import telemetry_rollup
     from tests.browser.live_pages import OPERATOR, VIEWER, post_telemetry
 
     restore_migration_rows()

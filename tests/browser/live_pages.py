@@ -17,8 +17,9 @@ CHARTS = {"/": ["queue", "util", "latency", "breakdown"], "/racks/": ["racks"]}
 
 def post_telemetry(*, at: dt.datetime, seq: int, in_flight: dict[str, int] | None = None) -> None:
     """One batch per node and one gateway batch at ``at``, through the ingest service."""
-    from apps.telemetry.models import AgentToken
-    from apps.telemetry.services import agent_token_issue, telemetry_ingest
+    from apps.agents.models import AgentToken
+    from apps.agents.services import agent_token_issue
+    from apps.telemetry.ingest.receive import telemetry_ingest
 
     rng = random.Random(seq)
     tokens = {t.node_id: t for t in AgentToken.objects.filter(kind="node", revoked_at__isnull=True)}

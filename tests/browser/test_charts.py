@@ -38,7 +38,7 @@ def _notes(page: Any, name: str) -> list[str]:
 
 def _history(minutes: int) -> None:
     """Telemetry over the last ``minutes`` minutes, rolled up (a fleet that has just started)."""
-    from apps.telemetry.services import telemetry_rollup
+    from apps.telemetry.rollups.rollup import telemetry_rollup
 
     now = timezone.now()
     for i in range(minutes * 2 + 1):

@@ -9,8 +9,9 @@ import pytest
 from django.db.models import Count
 from django.utils import timezone
 
+from apps.agents.services import agent_token_issue
 from apps.inventory.models import Module, Node
-from apps.telemetry.services import agent_token_issue, telemetry_ingest
+from apps.telemetry.ingest.receive import telemetry_ingest
 from tests.browser.conftest import BROWSER_USER, login_by_cookie, screenshot
 
 pytestmark = pytest.mark.browser

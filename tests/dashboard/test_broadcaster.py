@@ -13,11 +13,12 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from apps.agents.services import agent_token_issue
 from apps.common.events import FLEET_GROUP
 from apps.dashboard.broadcaster import Broadcaster
 from apps.inventory.choices import TierKind
 from apps.operations.lifecycle import node_drain
-from apps.telemetry.services import agent_token_issue, telemetry_ingest
+from apps.telemetry.ingest.receive import telemetry_ingest
 from controlplane.asgi import application
 from tests.agent.fleet import make_node
 from tests.dashboard.test_consumers import _headers

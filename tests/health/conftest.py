@@ -12,7 +12,7 @@ from django.utils import timezone
 from apps.health.models import Finding
 from apps.health.sweep import sweep
 from apps.inventory.models import Node
-from apps.telemetry.services import telemetry_rollup
+from apps.telemetry.rollups.rollup import telemetry_rollup
 from tests.browser.conftest import browser_page, chromium_browser  # noqa: F401  (browser fixtures)
 from tests.operations.conftest import Fleet
 

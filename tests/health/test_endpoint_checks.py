@@ -12,6 +12,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from apps.agents.choices import AgentKind
+from apps.agents.services import agent_token_issue
 from apps.health.advisor import advice
 from apps.health.choices import FindingState, SubjectKind
 from apps.health.models import CheckState, Delivery, Finding, Receiver
@@ -20,8 +22,7 @@ from apps.health.sweep import sweep
 from apps.inventory.choices import EndpointKind, TierKind
 from apps.inventory.models import ExternalEndpoint, Tier
 from apps.operations.models import Drain, Quarantine
-from apps.telemetry.choices import AgentKind
-from apps.telemetry.services import agent_token_issue, telemetry_ingest
+from apps.telemetry.ingest.receive import telemetry_ingest
 
 _batch = itertools.count(1)
 GOOD = {"requests": 120, "errors": 1, "tokens": 70_000, "p95_ms": 1500.0}

@@ -39,7 +39,7 @@ def test_it_raises_an_ecc_finding_on_3_of_5_and_resolves_after_5_passes(hfleet: 
 
     # The counter stops growing: once the window's first minute holds the new count, passes follow.
     base = {"first_minute": timezone.now(), "ecc_corrected": 2, "ecc_uncorrected": 1, "errors": 0}
-    with mock.patch("apps.telemetry.selectors.module_counter_baselines", return_value={f.module_id: base}):
+    with mock.patch("apps.telemetry.selectors.sweep.module_counter_baselines", return_value={f.module_id: base}):
         sweeps(4)
         assert Finding.objects.get(pk=f.pk).state == FindingState.OPEN
         sweeps(1)

@@ -362,8 +362,8 @@ class LiveStack:
 
     def tokens_file(self) -> Path:
         """Agent keys for every node in the database and the gateway (the simulator's tokens file)."""
+        from apps.agents.services import agent_token_issue
         from apps.inventory.models import Node
-        from apps.telemetry.services import agent_token_issue
 
         path = self.dir / "agent-tokens.json"
         if not path.exists():
@@ -387,7 +387,7 @@ class LiveStack:
               env: dict[str, str] | None = None) -> AgentProc:
         """A real node agent subprocess for ``node`` (a Node), with a fresh key unless ``token``;
         ``--in-flight-from none`` unless ``args`` name a source."""
-        from apps.telemetry.services import agent_token_issue
+        from apps.agents.services import agent_token_issue
 
         assert self.url, "start web() before an agent"
         if token is None:

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from apps.agents.choices import AgentKind
+from apps.agents.services import agent_token_issue
 from apps.inventory.choices import CombinationState, NodeState, TierKind
 from apps.inventory.models import (
     DriverRelease,
@@ -21,8 +23,7 @@ from apps.inventory.models import (
     Tier,
     VersionCombination,
 )
-from apps.telemetry.choices import AgentKind
-from apps.telemetry.services import agent_token_issue, telemetry_ingest
+from apps.telemetry.ingest.receive import telemetry_ingest
 from tests.browser.conftest import browser_page, chromium_browser, demo_fleet  # noqa: F401  (browser fixtures)
 
 _batch = itertools.count(1)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from apps.agents.models import NodeCommand
 from apps.audit.models import AuditEvent
 from apps.inventory.choices import NodeState
 from apps.operations.models import Drain, IdempotencyRecord
-from apps.telemetry.models import NodeCommand
 
 from .conftest import state_of
 
@@ -131,8 +131,8 @@ def test_it_lists_drains_with_what_they_wait_for_in_few_queries(  # type: ignore
 
 
 def test_it_sends_the_drain_to_the_node_agent(fleet, operator_api):  # type: ignore[no-untyped-def]
-    from apps.telemetry.choices import AgentKind
-    from apps.telemetry.services import agent_token_issue
+    from apps.agents.choices import AgentKind
+    from apps.agents.services import agent_token_issue
 
     node = fleet.node("n-1")
     _, key = agent_token_issue(kind=AgentKind.NODE, node=node, actor="test")

@@ -10,11 +10,11 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
+from apps.agents.choices import CommandKind
+from apps.agents.models import NodeCommand
 from apps.audit.models import AuditEvent
 from apps.inventory.choices import NodeState
-from apps.operations.choices import CommandKind
 from apps.operations.models import Drain, IdempotencyRecord, ScaleRequest
-from apps.telemetry.models import NodeCommand
 
 from .conftest import Fleet, state_of
 

@@ -7,12 +7,12 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from apps.agents.models import NodeCommand
 from apps.audit.models import AuditEvent
 from apps.inventory.choices import NodeState
 from apps.operations import controllers, lifecycle, selectors
 from apps.operations.choices import AfterDrain, DeadlineAction, DrainState
 from apps.operations.models import Drain
-from apps.telemetry.models import NodeCommand
 
 from .conftest import state_of
 

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from apps.agents.services import node_command_ack, node_command_claim
 from apps.inventory.choices import NodeState, TierKind
 from apps.inventory.models import Tier
 from apps.operations import controllers, lifecycle
@@ -17,7 +18,6 @@ from apps.simulator.engine import Engine
 from apps.simulator.runner import FleetSimulator, Tokens
 from apps.simulator.selectors import fleet_specs
 from apps.simulator.specs import Config
-from apps.telemetry.services import node_command_ack, node_command_claim
 
 from .conftest import state_of
 

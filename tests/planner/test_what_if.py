@@ -175,7 +175,9 @@ def test_it_plans_against_the_demo_fleet(viewer_api: APIClient) -> None:
 
 def _observe(*, samples: int, requests_per_s: int, input_tokens: int, output_tokens: int) -> None:
     """Gateway telemetry through the real path: ingest 10-second tier samples, then roll them up."""
-    from apps.telemetry.services import agent_token_issue, telemetry_ingest, telemetry_rollup
+    from apps.agents.services import agent_token_issue
+    from apps.telemetry.ingest.receive import telemetry_ingest
+    from apps.telemetry.rollups.rollup import telemetry_rollup
 
     token, _key = agent_token_issue(kind="gateway", node=None, actor="test")
     now = timezone.now()
@@ -191,7 +193,7 @@ def _observe(*, samples: int, requests_per_s: int, input_tokens: int, output_tok
 
 
 def test_it_plans_for_observed_traffic(viewer_api: APIClient, small_fleet: Any) -> None:
-    pytest.importorskip("apps.telemetry.selectors")
+    pytest.importorskip("apps.telemetry.selectors.traffic")
     _observe(samples=30, requests_per_s=500, input_tokens=500, output_tokens=100)
     r = viewer_api.get(URL)
     assert r.status_code == 200, r.json()
@@ -207,7 +209,7 @@ def test_it_plans_for_observed_traffic(viewer_api: APIClient, small_fleet: Any) 
 
 
 def test_it_lets_the_caller_override_part_of_the_observed_traffic(viewer_api: APIClient, small_fleet: Any) -> None:
-    pytest.importorskip("apps.telemetry.selectors")
+    pytest.importorskip("apps.telemetry.selectors.traffic")
     _observe(samples=12, requests_per_s=500, input_tokens=500, output_tokens=100)
     r = viewer_api.post(URL, {"output_tokens": 200}, format="json")
     assert r.status_code == 200, r.json()

@@ -13,14 +13,14 @@ import pytest
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.agents.models import AgentToken
 from apps.audit.models import AuditEvent
 from apps.inventory.choices import CombinationState, NodeState
 from apps.inventory.models import Node, Tier, VersionCombination
 from apps.operations.controllers import drains_advance
 from apps.rollouts import controller
 from apps.rollouts.models import Rollout
-from apps.telemetry.models import AgentToken
-from apps.telemetry.services import telemetry_ingest
+from apps.telemetry.ingest.receive import telemetry_ingest
 from apps.vectors.models import Suite
 from apps.vectors.services import suite_import
 from apps.vectors.sources import VectorSpec

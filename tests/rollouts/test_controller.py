@@ -140,7 +140,7 @@ def test_a_pass_that_dies_mid_way_is_resumed_from_the_stored_steps(rfleet: Rollo
     assert not Drain.objects.filter(owner=Owner.ROLLOUT, state__in=ACTIVE_DRAIN_STATES).exists()
     # One install per node, never two: the stored command was looked up again.
     assert all(rn.install_command_id for rn in rollout.nodes.filter(step=Step.DONE))
-    from apps.telemetry.models import NodeCommand
+    from apps.agents.models import NodeCommand
 
     per_node = NodeCommand.objects.filter(kind="install_versions").values_list("node_id", flat=True)
     assert len(per_node) == len(set(per_node))

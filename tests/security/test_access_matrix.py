@@ -23,9 +23,9 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from apps.accounts.services import user_ensure
+from apps.agents.choices import AgentKind
+from apps.agents.services import agent_token_issue, agent_token_revoke, node_command_send
 from apps.inventory.models import Node
-from apps.telemetry.choices import AgentKind
-from apps.telemetry.services import agent_token_issue, agent_token_revoke, node_command_send
 from controlplane.access_policy import CALLERS, NODE_OWNER, POLICY, WEBSOCKETS
 from tests.telemetry.conftest import Fleet
 

@@ -12,11 +12,11 @@ from django.conf import settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from apps.agents.models import NodeCommand
 from apps.audit.models import AuditEvent
 from apps.inventory.choices import NodeState
 from apps.inventory.models import Node
 from apps.operations.models import Drain
-from apps.telemetry.models import NodeCommand
 from tests.inventory.test_api_nodes import make_fleet, node_body
 from tests.operations.conftest import Fleet as OpsFleet
 from tests.operations.conftest import fleet as ops_fleet  # noqa: F401  (fixture)

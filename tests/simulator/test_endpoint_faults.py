@@ -10,15 +10,16 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from apps.agents.choices import AgentKind
+from apps.agents.services import agent_token_issue
 from apps.inventory.choices import EndpointKind, TierKind
 from apps.inventory.models import ExternalEndpoint, Tier
 from apps.simulator.engine import Engine
 from apps.simulator.runner import CONTRACT
 from apps.simulator.selectors import endpoint_specs, world
 from apps.simulator.specs import EXTERNAL, Config, EndpointSpec, FaultSpec
-from apps.telemetry.choices import AgentKind
+from apps.telemetry.ingest.receive import telemetry_ingest
 from apps.telemetry.models import EndpointRollup
-from apps.telemetry.services import agent_token_issue, telemetry_ingest
 from tests.agent.fleet import make_node
 from tests.simulator.test_engine import T0, fleet
 

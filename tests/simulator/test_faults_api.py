@@ -9,10 +9,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
+from apps.agents.services import agent_token_issue
 from apps.audit.models import AuditEvent
 from apps.inventory.choices import TierKind
 from apps.simulator.models import Fault
-from apps.telemetry.services import agent_token_issue
 from tests.agent.fleet import make_node
 
 URL = "/api/v1/simulator/faults/"

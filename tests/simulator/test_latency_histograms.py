@@ -11,11 +11,11 @@ from collections import defaultdict
 import pytest
 from django.utils import timezone
 
+import apps.telemetry.selectors.latency as telemetry_latency
 from apps.inventory.models import Node
 from apps.simulator.demo import seed_demo
 from apps.simulator.engine import Engine
 from apps.simulator.specs import ACCESS, CPU_STAGES, HYBRID, MODEL_STAGES, Config
-from apps.telemetry import selectors
 from tests.fleet_play import play_demo_hour
 from tests.simulator.test_engine import T0, fleet
 from tests.telemetry.test_latency_histograms import exact, within
@@ -78,8 +78,8 @@ def test_the_demo_fleets_percentiles_are_within_1pct_of_the_latencies_the_simula
     busiest = {tier: max((h for (h, _s) in raw if nodes[h].tier_id == tier),
                          key=lambda h: sum(len(v) for (n, _s), v in raw.items() if n == h)) for tier in by_tier}
     for host in busiest.values():
-        check(selectors.latency_percentiles(since=since, until=until, node_id=nodes[host].pk),
+        check(telemetry_latency.latency_percentiles(since=since, until=until, node_id=nodes[host].pk),
               {s: v for (h, s), v in raw.items() if h == host})
     for tier_id, stages in by_tier.items():
-        check(selectors.latency_percentiles(since=since, until=until, tier_id=tier_id), dict(stages))
-    check(selectors.latency_percentiles(since=since, until=until), dict(everything))
+        check(telemetry_latency.latency_percentiles(since=since, until=until, tier_id=tier_id), dict(stages))
+    check(telemetry_latency.latency_percentiles(since=since, until=until), dict(everything))

@@ -7,7 +7,7 @@ from typing import Any
 
 from apps.simulator.engine import Engine, StepResult
 from apps.simulator.runner import FleetSimulator, Tokens
-from apps.telemetry.validation import MAX_SAMPLES
+from apps.telemetry.batch import MAX_SAMPLES
 
 
 class _Engine(Engine):

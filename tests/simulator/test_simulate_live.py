@@ -10,13 +10,13 @@ from collections.abc import Callable
 from asgiref.sync import sync_to_async
 from django.db import connection
 
+from apps.agents.services import agent_token_issue, node_command_send
 from apps.inventory.choices import TierKind
 from apps.simulator import selectors, services
 from apps.simulator.engine import Engine
 from apps.simulator.runner import FleetSimulator, RunStats, Tokens
 from apps.simulator.specs import Config
 from apps.telemetry.models import IngestBatch, NodeSample, NodeStatus, StageSample, TierStatus
-from apps.telemetry.services import agent_token_issue, node_command_send
 from tests.agent.fleet import make_node
 from tests.live.stack import LiveStack
 

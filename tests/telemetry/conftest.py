@@ -10,11 +10,11 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from apps.agents.choices import AgentKind
+from apps.agents.services import agent_token_issue
 from apps.inventory.choices import FormFactor, NodeState, TierKind
 from apps.inventory.models import Module, ModuleType, Node, Rack, Tier
-from apps.telemetry.choices import AgentKind
-from apps.telemetry.ingest import telemetry_store_pending
-from apps.telemetry.services import agent_token_issue
+from apps.telemetry.store.raw import telemetry_store_pending
 
 
 class Fleet:

@@ -7,7 +7,6 @@ from typing import Any
 from django.apps import apps
 from django.test import Client
 
-from apps.telemetry.models import AgentToken
 from tests.telemetry.conftest import Fleet
 
 
@@ -19,19 +18,6 @@ def test_it_renders_every_telemetry_admin_page(fleet: Fleet, admin_user: Any) ->
         # Raw samples (partitioned; composite primary key) are not in the admin at all.
         expected = 404 if model._meta.is_composite_pk else 200
         assert client.get(url).status_code == expected, url
-
-
-def test_it_issues_an_agent_key_from_the_admin_and_shows_it_once(fleet: Fleet, admin_user: Any) -> None:
-    client = Client()
-    client.force_login(admin_user)
-    r = client.post("/admin/telemetry/agenttoken/add/", {"kind": "gateway", "note": "second gateway"}, follow=True)
-    assert r.status_code == 200
-    text = [str(m) for m in r.context["messages"]]
-    assert any("shown only now" in t for t in text), text
-    assert AgentToken.objects.filter(note="second gateway").count() == 1
-    r = client.post("/admin/telemetry/agenttoken/add/", {"kind": "gateway", "node": fleet.node_a.pk})
-    assert r.status_code == 200  # the form comes back with an error: a gateway key has no node
-    assert AgentToken.objects.filter(kind="gateway").count() == 2
 
 
 def test_it_documents_the_telemetry_endpoints(viewer_api: Any) -> None:

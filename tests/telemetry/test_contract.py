@@ -7,9 +7,9 @@ from typing import Any
 
 from django.utils import timezone
 
-from apps.telemetry.contract import CURRENT, VERSIONS
+from apps.agents.contract import CURRENT, VERSIONS
 from apps.telemetry.models import IngestBatch, ModuleSample, ModuleStatus, NodeSample, NodeStatus
-from apps.telemetry.services import telemetry_rollup
+from apps.telemetry.rollups.rollup import telemetry_rollup
 from tests.telemetry.conftest import Fleet, node_sample, stored
 
 URL = "/api/v1/telemetry/"

@@ -7,8 +7,8 @@ from typing import Any
 
 from rest_framework.test import APIClient
 
+from apps.agents.models import AgentToken
 from apps.telemetry import demo
-from apps.telemetry.models import AgentToken
 from tests.telemetry.conftest import Fleet
 
 

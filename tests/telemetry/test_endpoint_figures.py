@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from apps.agents.choices import AgentKind
+from apps.agents.models import AgentToken
 from apps.inventory.choices import EndpointKind, TierKind
 from apps.inventory.models import ExternalEndpoint, Tier
-from apps.telemetry.choices import AgentKind
-from apps.telemetry.models import AgentToken, EndpointRollup, IngestBatch, TierSample
-from apps.telemetry.services import telemetry_ingest, telemetry_retention
+from apps.telemetry.ingest.receive import telemetry_ingest
+from apps.telemetry.models import EndpointRollup, IngestBatch, TierSample
+from apps.telemetry.rollups.retention import telemetry_retention
 from tests.telemetry.conftest import Fleet, stored, tier_sample
 
 URL = "/api/v1/telemetry/"

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
-from apps.telemetry.models import ModuleSample, NodeSample, StageSample, TierSample
-from apps.telemetry.selectors import nodes_not_seen, observed_traffic
-from apps.telemetry.services import telemetry_rollup
+import apps.telemetry.selectors.common as telemetry_common
+import apps.telemetry.selectors.snapshot as telemetry_snapshot
+from apps.inventory.models import Tier
+from apps.telemetry.models import ModuleSample, NodeRollup, NodeSample, StageSample, TierSample, WindowSummary
+from apps.telemetry.rollups.rollup import telemetry_rollup
+from apps.telemetry.selectors.snapshot import nodes_not_seen
+from apps.telemetry.selectors.traffic import observed_traffic
 from tests.telemetry.conftest import Fleet
 from tests.telemetry.test_rollups import ingest_minute, minute_ago
 
@@ -101,26 +107,18 @@ def test_it_lists_nodes_not_seen(rolled: Fleet) -> None:
 
 
 def test_the_default_window_is_computed_by_the_rollup_run_and_read_while_fresh(fleet: Fleet) -> None:
-    import datetime as dt
-
-    from django.utils import timezone
-
-    from apps.inventory.models import Tier
-    from apps.telemetry import selectors
-    from apps.telemetry.models import NodeRollup, WindowSummary
-
     ingest_minute(fleet, minute_ago(2))
     now = timezone.now()
     telemetry_rollup(now=now)
     summary = WindowSummary.objects.get(minutes=15)
-    assert summary.computed_at == now and summary.since == selectors._since(now, 15)
+    assert summary.computed_at == now and summary.since == telemetry_common.window_start(now, 15)
     hybrid = Tier.objects.get(kind="hybrid_inference")
 
     def window(at: dt.datetime, tier_id: int | None = None) -> dict[str, Any]:
-        snap = selectors.fleet_snapshot(now=at, tier_id=tier_id)
+        snap = telemetry_snapshot.fleet_snapshot(now=at, tier_id=tier_id)
         return next(t for t in snap["tiers"] if t["id"] == hybrid.pk)["window"]
 
-    live = selectors._window_figures(selectors._since(now, 15), None)[hybrid.pk]
+    live = telemetry_snapshot._window_figures(telemetry_common.window_start(now, 15), None)[hybrid.pk]
     read = window(now + dt.timedelta(seconds=30))
     assert read["cpu_util_mean"] == pytest.approx(0.5) and read["since"] == summary.since.isoformat()
     assert {k: read[k] for k in live} == live
@@ -128,7 +126,7 @@ def test_the_default_window_is_computed_by_the_rollup_run_and_read_while_fresh(f
     # A rollup written since is seen at the next run; a stale summary is not read at all.
     NodeRollup.objects.filter(node__tier=hybrid).update(cpu_util_mean=0.9)
     assert window(now + dt.timedelta(seconds=30))["cpu_util_mean"] == pytest.approx(0.5)
-    later = now + selectors.SUMMARY_MAX_AGE + dt.timedelta(seconds=1)
+    later = now + telemetry_snapshot.SUMMARY_MAX_AGE + dt.timedelta(seconds=1)
     assert window(later)["cpu_util_mean"] == pytest.approx(0.9)
     telemetry_rollup(now=later)
     assert window(later)["cpu_util_mean"] == pytest.approx(0.9)

@@ -22,12 +22,13 @@ import pytest
 from django.db.models import Count
 from django.test import Client
 from django.utils import timezone
+from websockets.asyncio.client import connect
 
 from apps.accounts.services import user_ensure
 from apps.inventory.choices import TierKind
 from apps.inventory.models import Node
-from apps.telemetry.appender import conninfo
 from apps.telemetry.models import NodeSample
+from apps.telemetry.store.appender import conninfo
 from controlplane import engines
 from tests.agent.fleet import make_node
 from tests.live.stack import AgentProc, LiveStack, wait_for
@@ -87,8 +88,6 @@ class Sockets:
         self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
 
     async def _client(self, i: int) -> None:
-        from websockets.asyncio.client import connect
-
         while not self._stop.is_set():
             try:
                 async with connect(self.url, additional_headers={"Cookie": self.cookie}, origin=self.origin,  # type: ignore[arg-type]

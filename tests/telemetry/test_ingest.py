@@ -6,20 +6,27 @@ import datetime as dt
 import threading
 from typing import Any
 
+import msgspec
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from apps.agents.models import AgentToken
+from apps.agents.services import agent_token_revoke, identity_of
+from apps.telemetry.ingest.receive import telemetry_receive
 from apps.telemetry.models import (
     IngestBatch,
     ModuleSample,
     ModuleStatus,
     NodeSample,
     NodeStatus,
+    RollupDue,
     StageSample,
     TierSample,
     TierStatus,
 )
+from apps.telemetry.store import partitions
 from tests.telemetry.conftest import Fleet, iso, node_sample, stage_sample, stored, tier_sample
 
 URL = "/api/v1/telemetry/"
@@ -156,9 +163,6 @@ def test_it_forbids_users_and_refuses_strangers(fleet: Fleet, admin_api: Any, an
 
 
 def test_it_refuses_a_revoked_key(fleet: Fleet) -> None:
-    from apps.telemetry.models import AgentToken
-    from apps.telemetry.services import agent_token_revoke
-
     agent_token_revoke(token=AgentToken.objects.get(node=fleet.node_a), actor="test")
     assert fleet.client(fleet.key_a).post(URL, node_batch(fleet, n=1), format="json").status_code == 401
 
@@ -267,7 +271,6 @@ def test_it_does_not_move_latest_state_backwards(fleet: Fleet) -> None:
 def test_it_writes_a_large_batch_without_a_query_per_sample(fleet: Fleet) -> None:
     """The hot path is COPY: the statements run do not grow with the batch, neither
     when the batch is accepted nor when the writer stores it."""
-    from django.test.utils import CaptureQueriesContext
 
     client = fleet.client(fleet.key_a)
     # Records the key's first use, and makes the partitions the large batch's hours need.
@@ -286,10 +289,6 @@ def test_it_writes_a_large_batch_without_a_query_per_sample(fleet: Fleet) -> Non
 
 def test_it_keeps_the_receipt_time_as_last_seen_when_stored_later(fleet: Fleet) -> None:
     """A batch stored late (the writer was down) does not make its node look heard from later than it was."""
-    import msgspec
-
-    from apps.telemetry.models import AgentToken
-    from apps.telemetry.services import identity_of, telemetry_receive
 
     received = timezone.now() - dt.timedelta(seconds=90)
     body = {"batch_id": "late-store-1", "node_samples": [node_sample("n-a", received - dt.timedelta(seconds=1),
@@ -306,8 +305,6 @@ def test_a_batch_spanning_hours_gets_the_partitions_of_its_samples_and_no_others
     """The writer checks the partitions from a batch's first sample to its last at once, and works out
     the exact ones only when one is missing: a sample in an hour not seen before lands in a partition
     of its own, rollups are due for every minute sampled, and the empty hours between get nothing."""
-    from apps.telemetry import partitions
-    from apps.telemetry.models import RollupDue
 
     table = "telemetry_nodesample"
     early = timezone.now().replace(minute=10, second=0, microsecond=0) - dt.timedelta(hours=5)

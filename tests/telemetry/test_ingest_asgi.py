@@ -16,9 +16,13 @@ from asgiref.sync import sync_to_async
 from django.core.asgi import get_asgi_application
 from django.db import connections
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
-from apps.telemetry.api.asgi import TelemetryIngestApp
+from apps.agents.models import AgentToken
+from apps.agents.services import agent_token_revoke
+from apps.telemetry.ingest.asgi import TelemetryIngestApp
 from apps.telemetry.models import IngestBatch, LatencySample, ModuleSample, NodeSample, NodeStatus, StageSample
+from tests.conftest import _user
 from tests.telemetry.conftest import Fleet, iso, node_sample, stage_sample, stored, tier_sample
 
 URL = "/api/v1/telemetry/"
@@ -198,11 +202,6 @@ def test_it_keeps_the_last_of_duplicated_keys_on_both_paths(live_fleet: Fleet, a
 
 def test_it_leaves_users_strangers_and_limits_to_the_same_answers(live_fleet: Fleet, asgi: AsgiClient,
                                                                   settings: Any) -> None:
-    from rest_framework.authtoken.models import Token
-
-    from apps.telemetry.models import AgentToken
-    from apps.telemetry.services import agent_token_revoke
-    from tests.conftest import _user
 
     user_token, _ = Token.objects.get_or_create(user=_user("admin"))
     body = _nodes(1, "users-0001")

@@ -13,12 +13,17 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+import apps.telemetry.selectors.latency as telemetry_latency
+import apps.telemetry.selectors.series as telemetry_series
+import apps.telemetry.selectors.snapshot as snapshot
+from agent.cp_agent import sketch as agent_sketch
+from apps.agents.choices import AgentKind
+from apps.agents.services import agent_token_issue
 from apps.inventory.choices import NodeState, TierKind
 from apps.inventory.models import Node, Rack, Tier
-from apps.telemetry import selectors, sketch
-from apps.telemetry.choices import AgentKind
+from apps.telemetry import sketch
 from apps.telemetry.models import LatencySample, NodeLatencyRollup, TierLatencyRollup
-from apps.telemetry.services import agent_token_issue, telemetry_rollup
+from apps.telemetry.rollups.rollup import telemetry_rollup
 from tests.telemetry.conftest import Fleet, node_sample, stage_sample, stored
 
 URL = "/api/v1/telemetry/"
@@ -63,8 +68,6 @@ def test_the_mapping_keeps_every_value_within_its_relative_accuracy() -> None:
 
 
 def test_the_agent_maps_latencies_to_the_same_buckets() -> None:
-    from agent.cp_agent import sketch as agent_sketch
-
     rng = random.Random(3)
     assert (agent_sketch.GAMMA, agent_sketch.MIN_INDEX, agent_sketch.MAX_INDEX) == (
         sketch.GAMMA, sketch.MIN_INDEX, sketch.MAX_INDEX)
@@ -144,13 +147,13 @@ def test_node_tier_and_fleet_percentiles_are_within_the_sketch_error(fleet: Flee
     for (since, until), wanted in ((hour, None), (one, {minutes[2]})):
         for node, node_id in ids.items():
             stages = ("intent", "perception") if node == "n-c" else ("intent",)
-            _check(selectors.latency_percentiles(since=since, until=until, node_id=node_id),
+            _check(telemetry_latency.latency_percentiles(since=since, until=until, node_id=node_id),
                    {s: setup.values({node}, s, wanted) for s in stages})
-        _check(selectors.latency_percentiles(since=since, until=until, tier_id=hybrid.pk),
+        _check(telemetry_latency.latency_percentiles(since=since, until=until, tier_id=hybrid.pk),
                {"intent": setup.values({"n-a", "n-b"}, "intent", wanted)})
-        _check(selectors.latency_percentiles(since=since, until=until, tier_id=access.pk),
+        _check(telemetry_latency.latency_percentiles(since=since, until=until, tier_id=access.pk),
                {s: setup.values({"n-c"}, s, wanted) for s in ("intent", "perception")})
-        _check(selectors.latency_percentiles(since=since, until=until),
+        _check(telemetry_latency.latency_percentiles(since=since, until=until),
                {"intent": setup.values({"n-a", "n-b", "n-c"}, "intent", wanted),
                 "perception": setup.values({"n-c"}, "perception", wanted)})
 
@@ -160,7 +163,7 @@ def test_node_tier_and_fleet_percentiles_are_within_the_sketch_error(fleet: Flee
     assert not within(mean_of_p95, exact(both, 0.95))
 
     # The dashboard's fleet chart: per minute, every tier's buckets added.
-    fleet_series = selectors.fleet_stage_latency_series(minutes=60, now=now)
+    fleet_series = telemetry_series.fleet_stage_latency_series(minutes=60, now=now)
     intent = next(s["points"] for s in fleet_series["stages"] if s["stage"] == "intent")
     assert [p["minute"] for p in intent] == sorted(minutes)
     point = next(p for p in intent if p["minute"] == minutes[2])
@@ -194,13 +197,13 @@ def test_the_snapshot_and_series_use_histograms_where_there_are_any(fleet: Fleet
     assert r.status_code == 202, r.content
     stored()
     telemetry_rollup()
-    tier = next(t for t in selectors.fleet_snapshot(now=now, window_minutes=15)["tiers"] if t["id"] == fleet.tier.pk)
+    tier = next(t for t in snapshot.fleet_snapshot(now=now, window_minutes=15)["tiers"] if t["id"] == fleet.tier.pk)
     stages = {s["stage"]: s for s in tier["window"]["stages"]}
     values = setup.values({"n-a", "n-b"}, "intent")
     assert stages["intent"]["exact"] is True and stages["intent"]["count"] == len(values)
     assert within(stages["intent"]["p95_ms"], exact(values, 0.95))
     assert stages["generation"]["exact"] is False and stages["generation"]["p95_ms"] == 310.0
-    series = selectors.stage_latency_series(tier=fleet.tier, minutes=10, now=now)
+    series = telemetry_series.stage_latency_series(tier=fleet.tier, minutes=10, now=now)
     points = {s["stage"]: s["points"] for s in series["tiers"][0]["stages"]}
     assert [p["exact"] for p in points["intent"]] == [True] and [p["exact"] for p in points["generation"]] == [False]
     assert within(points["intent"][0]["p99_ms"], exact(values, 0.99))
@@ -222,7 +225,8 @@ def test_the_fleet_chart_merges_histograms_only_where_every_tier_reporting_the_s
     assert r.status_code == 202, r.content
     stored()
     telemetry_rollup()
-    points = {s["stage"]: s["points"] for s in selectors.fleet_stage_latency_series(minutes=10, now=now)["stages"]}
+    series = telemetry_series.fleet_stage_latency_series(minutes=10, now=now)
+    points = {s["stage"]: s["points"] for s in series["stages"]}
     [intent] = points["intent"]
     values = setup.values({"n-a", "n-b"}, "intent")
     assert intent["exact"] is True and intent["count"] == len(values) and within(intent["p95_ms"], exact(values, 0.95))
@@ -230,7 +234,7 @@ def test_the_fleet_chart_merges_histograms_only_where_every_tier_reporting_the_s
     [generation] = points["generation"]
     assert generation["exact"] is False and generation["count"] == 100 + 40 and generation["p95_ms"] == 2400.0
     # Per tier, the hybrid tier's own generation is its histograms'.
-    series = selectors.stage_latency_series(tier=fleet.tier, minutes=10, now=now)
+    series = telemetry_series.stage_latency_series(tier=fleet.tier, minutes=10, now=now)
     hybrid = {s["stage"]: s["points"] for s in series["tiers"][0]["stages"]}
     assert hybrid["generation"][0]["exact"] is True
     assert hybrid["generation"][0]["count"] == len(setup.values({"n-a"}, "generation"))

@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import redis
 import yaml
 from django.conf import settings
 
@@ -35,7 +36,7 @@ from django.test.utils import setup_test_environment
 setup_test_environment()
 from django.utils import timezone
 from apps.telemetry.models import ModuleRollup, ModuleSample, ModuleStatus
-from apps.telemetry.services import telemetry_rollup
+from apps.telemetry.rollups.rollup import telemetry_rollup
 from tests.telemetry.conftest import Fleet, iso, node_sample, stored
 
 fleet = Fleet()
@@ -117,7 +118,6 @@ def test_a_metric_declared_once_is_validated_stored_rolled_up_and_in_the_schema(
            "REDIS_URL": redis_url, "DB_POOL_MAX_SIZE": "0", "DB_CONN_MAX_AGE": "0",
            "CONTROLPLANE_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "controlplane.settings",
            "PYTHONPATH": str(project)}
-    import redis
 
     redis.Redis.from_url(redis_url).flushdb()
     try:

@@ -10,8 +10,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from apps.telemetry import partitions
 from apps.telemetry.models import ModuleSample, NodeSample, StageSample, TierSample
+from apps.telemetry.store import partitions
 from tests.telemetry.conftest import Fleet
 
 BEFORE = [("telemetry", "0002_agent_contract_2_nullable_unknowns")]

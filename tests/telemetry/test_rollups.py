@@ -11,10 +11,11 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from apps.telemetry import partitions
-from apps.telemetry.choices import AgentKind
+from apps.agents.choices import AgentKind
+from apps.agents.models import AgentToken
+from apps.agents.services import identity_of
+from apps.telemetry.ingest.receive import telemetry_ingest, telemetry_receive
 from apps.telemetry.models import (
-    AgentToken,
     IngestBatch,
     ModuleRollup,
     NodeRollup,
@@ -23,7 +24,9 @@ from apps.telemetry.models import (
     StageSample,
     TierRollup,
 )
-from apps.telemetry.services import telemetry_ingest, telemetry_retention, telemetry_rollup
+from apps.telemetry.rollups.retention import telemetry_retention
+from apps.telemetry.rollups.rollup import _ROLLUPS, telemetry_rollup
+from apps.telemetry.store import partitions
 from tests.telemetry.conftest import Fleet, node_sample, stage_sample, tier_sample
 
 
@@ -148,8 +151,6 @@ def test_it_honours_shorter_retention_settings(fleet: Fleet, settings: Any) -> N
 
 
 def test_it_never_deletes_a_batch_still_in_the_buffer(fleet: Fleet) -> None:
-    from apps.telemetry.services import identity_of, telemetry_receive
-
     token = AgentToken.objects.get(node=fleet.node_a)
     body = {"batch_id": "buffered-1", "node_samples": [node_sample("n-a", minute_ago(1), ["A-0"])]}
     telemetry_receive(identity=identity_of(token), body=msgspec.json.encode(body))
@@ -172,8 +173,6 @@ def test_it_rolls_up_only_the_minutes_that_received_rows(fleet: Fleet) -> None:
 
 
 def test_it_reads_only_the_partitions_a_rollup_needs(fleet: Fleet) -> None:
-    from apps.telemetry.services import _ROLLUPS
-
     start = minute_ago(1)
     with connection.cursor() as cur:
         partitions.create(cur, "telemetry_nodesample",

@@ -8,10 +8,12 @@ import random
 from typing import Any
 
 import pytest
+from rest_framework.renderers import JSONRenderer
 
+import apps.telemetry.selectors.series as telemetry_series
 from apps.inventory.choices import TierKind
 from apps.inventory.models import Tier
-from apps.telemetry import selectors
+from apps.telemetry.api.serializers import QueueDepthSeriesSerializer, StageLatencySeriesSerializer
 from apps.telemetry.choices import Stage
 from apps.telemetry.models import StageRollup, TierRollup
 
@@ -21,9 +23,9 @@ NOW = dt.datetime(2026, 11, 30, 12, 0, 30, tzinfo=dt.UTC)
 
 
 def test_the_step_keeps_every_range_under_the_point_budget() -> None:
-    assert [selectors.series_step(m) for m in (15, 60, 360, 361, 1440, 7 * 1440)] == [1, 1, 1, 2, 4, 28]
+    assert [telemetry_series.series_step(m) for m in (15, 60, 360, 361, 1440, 7 * 1440)] == [1, 1, 1, 2, 4, 28]
     for minutes in (15, 60, 360, 1440, 7 * 1440):
-        assert minutes / selectors.series_step(minutes) <= selectors.MAX_POINTS
+        assert minutes / telemetry_series.series_step(minutes) <= telemetry_series.MAX_POINTS
 
 
 def _rows(tier: Tier, minutes: int, end: dt.datetime = NOW) -> tuple[list[TierRollup], list[StageRollup]]:
@@ -62,7 +64,7 @@ def test_a_24_hour_series_is_merged_into_4_minute_bins_that_match_the_rows() -> 
     queue, stages = _rows(tier, 1440 + 30)  # and rows older than the range, which stay out
     since = NOW.replace(second=0) - dt.timedelta(minutes=1439)
 
-    series = selectors.queue_depth_series(tier=tier, minutes=1440, now=NOW)
+    series = telemetry_series.queue_depth_series(tier=tier, minutes=1440, now=NOW)
     assert series["step_minutes"] == 4
     points = series["tiers"][0]["points"]
     expected = _bins(queue, since, 4)
@@ -76,7 +78,7 @@ def test_a_24_hour_series_is_merged_into_4_minute_bins_that_match_the_rows() -> 
         assert point["arrivals_per_s"] == pytest.approx(sum(r.arrivals for r in rows) / seconds, abs=0.0006)
         assert point["completions_per_s"] == pytest.approx(sum(r.completions for r in rows) / seconds, abs=0.0006)
 
-    latency = selectors.stage_latency_series(tier=tier, minutes=1440, now=NOW)
+    latency = telemetry_series.stage_latency_series(tier=tier, minutes=1440, now=NOW)
     assert latency["step_minutes"] == 4
     by_stage = {s["stage"]: s["points"] for s in latency["tiers"][0]["stages"]}
     assert by_stage[Stage.PLANNING] == []
@@ -96,7 +98,7 @@ def test_a_24_hour_series_is_merged_into_4_minute_bins_that_match_the_rows() -> 
 def test_an_hour_keeps_one_point_per_minute_with_the_rows_values(viewer_api: Any) -> None:
     tier = Tier.objects.get(kind=TierKind.HYBRID_INFERENCE)
     queue, _ = _rows(tier, 60)
-    series = selectors.queue_depth_series(tier=tier, minutes=60, now=NOW)
+    series = telemetry_series.queue_depth_series(tier=tier, minutes=60, now=NOW)
     assert series["step_minutes"] == 1
     rows = sorted(queue, key=lambda r: r.minute)
     points = series["tiers"][0]["points"]
@@ -112,15 +114,13 @@ def test_the_api_says_how_many_minutes_a_point_covers(viewer_api: Any) -> None:
 
 
 def test_the_series_responses_are_what_their_serializers_describe(viewer_api: Any) -> None:
-    from rest_framework.renderers import JSONRenderer
-
-    from apps.telemetry.api.serializers import QueueDepthSeriesSerializer, StageLatencySeriesSerializer
 
     tier = Tier.objects.get(kind=TierKind.HYBRID_INFERENCE)
     _rows(tier, 1440, end=dt.datetime.now(dt.UTC) - dt.timedelta(minutes=2))  # the requests read up to now
     for url, serializer, selector in [
-            ("/api/v1/fleet/series/queue-depth/", QueueDepthSeriesSerializer, selectors.queue_depth_series),
-            ("/api/v1/fleet/series/stage-latency/", StageLatencySeriesSerializer, selectors.stage_latency_series)]:
+            ("/api/v1/fleet/series/queue-depth/", QueueDepthSeriesSerializer, telemetry_series.queue_depth_series),
+            ("/api/v1/fleet/series/stage-latency/", StageLatencySeriesSerializer,
+             telemetry_series.stage_latency_series)]:
         response = viewer_api.get(f"{url}?minutes=1440")
         data = selector(tier=None, minutes=1440)
         assert any(t["points"] if "points" in t else any(s["points"] for s in t["stages"]) for t in data["tiers"])

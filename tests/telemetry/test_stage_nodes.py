@@ -9,11 +9,13 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+import apps.telemetry.selectors.cohorts as telemetry_cohorts
+from apps.agents.choices import AgentKind
+from apps.agents.models import AgentToken
 from apps.inventory.models import Node, Rack, Tier
-from apps.telemetry import selectors
-from apps.telemetry.choices import AgentKind
-from apps.telemetry.models import AgentToken, StageNodeRollup, StageRollup, StageSample
-from apps.telemetry.services import telemetry_ingest, telemetry_rollup
+from apps.telemetry.ingest.receive import telemetry_ingest
+from apps.telemetry.models import StageNodeRollup, StageRollup, StageSample
+from apps.telemetry.rollups.rollup import telemetry_rollup
 from tests.telemetry.conftest import Fleet, stage_sample
 
 pytestmark = pytest.mark.django_db
@@ -38,13 +40,13 @@ def test_a_per_node_breakdown_rolls_up_per_node_and_stays_out_of_the_tier_rollup
     a = StageNodeRollup.objects.get(node=fleet.node_a, stage="intent", minute=minute)
     assert (a.count, a.errors, a.p95_ms, a.max_ms, a.tier_id) == (100, 4, 320, 470, fleet.tier.pk)
     assert a.p50_ms == pytest.approx((90 * 60 + 100 * 40) / 100)
-    figures = selectors.stage_cohorts(cohorts={"a": [fleet.node_a.pk], "b": [fleet.node_b.pk], "none": []},
+    figures = telemetry_cohorts.stage_cohorts(cohorts={"a": [fleet.node_a.pk], "b": [fleet.node_b.pk], "none": []},
                                       since=minute, until=timezone.now())
     assert figures["a"]["intent"] == {"requests": 100, "errors": 4, "error_rate": 0.04, "p95_ms": 320.0,
                                       "p95_max_ms": 320.0, "nodes": 1, "minutes": 1}
     assert figures["b"]["intent"]["error_rate"] == 0 and figures["b"]["intent"]["p95_ms"] == 350
     assert figures["none"] == {}
-    series = selectors.stage_cohort_series(cohorts={"a": [fleet.node_a.pk]}, since=minute, until=timezone.now())
+    series = telemetry_cohorts.stage_cohort_series(cohorts={"a": [fleet.node_a.pk]}, since=minute, until=timezone.now())
     assert series["a"] == [{"minute": minute.isoformat(), "p95_ms": {"intent": 320.0}, "error_rate": 0.04}]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django_celery_beat.models import PeriodicTask
 
 from apps.telemetry.models import NodeRollup
@@ -29,8 +30,6 @@ def test_it_rolls_up_through_a_real_worker(live_stack: LiveStack) -> None:
 
 
 def test_it_stores_the_telemetry_schedules(db: Any) -> None:
-    from django.core.management import call_command
-
     call_command("sync_schedules")
     tasks = {t.task: t for t in PeriodicTask.objects.filter(task__startswith="apps.telemetry.")}
     assert set(tasks) == {"apps.telemetry.tasks.telemetry_rollup", "apps.telemetry.tasks.telemetry_retention",

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,14 @@ from django.db import connection, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
-from apps.telemetry import partitions
-from apps.telemetry.models import AgentToken, IngestBatch, ModuleSample, NodeSample
-from apps.telemetry.services import identity_of, telemetry_receive
+from apps.agents.models import AgentToken
+from apps.agents.services import identity_of
+from apps.inventory.models import Module
+from apps.telemetry.ingest.receive import telemetry_receive
+from apps.telemetry.models import IngestBatch, ModuleSample, NodeSample, NodeStatus
+from apps.telemetry.store import partitions
+from apps.telemetry.store.appender import conninfo
+from apps.telemetry.store.raw import telemetry_store_pending
 from tests.live import stack as live
 from tests.telemetry.conftest import Fleet, node_sample, stored
 
@@ -125,7 +131,6 @@ def test_it_loses_nothing_when_the_writer_is_killed_mid_copy(transactional_db: A
 @pytest.mark.django_db(transaction=True)
 def test_it_shares_the_buffer_between_two_writers(transactional_db: Any) -> None:
     """Two passes at once (two writers) take different batches; each batch is stored once."""
-    import threading
 
     fleet = Fleet()
     total = _buffer(fleet, batches=40, samples=10)
@@ -133,8 +138,6 @@ def test_it_shares_the_buffer_between_two_writers(transactional_db: Any) -> None
     results: list[int] = []
 
     def one() -> None:
-        from apps.telemetry.ingest import telemetry_store_pending
-
         try:
             barrier.wait()
             results.append(telemetry_store_pending(limit=25).batches)
@@ -154,8 +157,6 @@ def test_it_shares_the_buffer_between_two_writers(transactional_db: Any) -> None
 def test_it_is_not_stopped_by_a_node_deleted_while_its_batch_waits(transactional_db: Any) -> None:
     """The node (and its modules) went away between accept and store: its raw rows are stored
     (orphans, as always), its latest state is not, and the batches behind it go on."""
-    from apps.inventory.models import Module
-    from apps.telemetry.models import NodeStatus
 
     fleet = Fleet()
     _buffer(fleet, batches=2, samples=3)
@@ -176,12 +177,6 @@ def test_two_writers_making_the_same_partition_at_once_both_go_through(transacti
     first's commit, then fails "already exists" (seen in CI when two writers stored the first batches
     of an hour at once). Here the first holds its new partition uncommitted until the second is seen
     waiting; the second then finds the partition made and goes on."""
-    import threading
-
-    import psycopg
-
-    from apps.telemetry import partitions
-    from apps.telemetry.appender import conninfo
 
     table = "telemetry_nodesample"
     start = partitions.partition_start(timezone.now() + dt.timedelta(days=40))  # nothing makes it ahead

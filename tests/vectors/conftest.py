@@ -11,6 +11,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from agent.cp_agent.vectors import VectorRunner
+from apps.agents.choices import AgentKind
+from apps.agents.services import agent_token_issue
 from apps.inventory.choices import CombinationState, FormFactor, NodeState, TierKind
 from apps.inventory.models import (
     DriverRelease,
@@ -22,8 +24,6 @@ from apps.inventory.models import (
     Tier,
     VersionCombination,
 )
-from apps.telemetry.choices import AgentKind
-from apps.telemetry.services import agent_token_issue
 from apps.vectors.models import Suite
 from apps.vectors.services import suite_import
 from apps.vectors.sources import VectorSpec, onnx_node_cases

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
+from apps.agents.models import NodeCommand
 from apps.audit.models import AuditEvent
-from apps.telemetry.models import NodeCommand
 from apps.vectors.advance import run_advance
 from apps.vectors.choices import RunState, TargetState
 from apps.vectors.models import VectorResult, VectorRun

@@ -13,6 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.agents.authentication import AgentTokenAuthentication
+from apps.agents.permissions import IsGatewayAgent
 from apps.audit.services import snapshot
 from apps.common.permissions import AdminOnly, IsViewer, ViewerReadOperatorWrite
 from apps.inventory.models import Module, Node, Tier
@@ -27,8 +29,6 @@ from apps.operations.filtersets import (
 )
 from apps.operations.idempotency import HEADER, idempotent
 from apps.operations.models import AutoscalerPolicy
-from apps.telemetry.authentication import AgentTokenAuthentication
-from apps.telemetry.permissions import IsGatewayAgent
 
 IDEMPOTENCY = OpenApiParameter(
     HEADER, OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,

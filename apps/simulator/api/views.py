@@ -12,6 +12,8 @@ from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from apps.agents.authentication import AgentTokenAuthentication
+from apps.agents.permissions import IsGatewayAgent
 from apps.audit.choices import Source
 from apps.common.authentication import TokenAuthentication
 from apps.common.permissions import ViewerReadOperatorWrite
@@ -19,8 +21,6 @@ from apps.simulator import selectors, services
 from apps.simulator.api.serializers import FaultPatchSerializer, FaultSerializer, FaultSetSerializer
 from apps.simulator.filtersets import FaultFilterSet
 from apps.simulator.models import Fault
-from apps.telemetry.authentication import AgentTokenAuthentication
-from apps.telemetry.permissions import IsGatewayAgent
 
 
 class FaultPermission(ViewerReadOperatorWrite):

@@ -17,11 +17,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.agents.authentication import AGENT_AUTH
+from apps.agents.permissions import IsNodeAgent
 from apps.common.errors import Conflict
 from apps.common.permissions import ViewerReadOperatorWrite
 from apps.inventory.models import Module, VersionCombination
-from apps.telemetry.api.views import AGENT_AUTH
-from apps.telemetry.permissions import IsNodeAgent
 from apps.vectors import runs, selectors, services, validation
 from apps.vectors.api import serializers as s
 from apps.vectors.filtersets import VectorResultFilterSet, VectorRunFilterSet

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from apps.telemetry.writer import Writer
+from apps.telemetry.store.writer import Writer
 
 
 class Command(BaseCommand):

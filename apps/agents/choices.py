@@ -1,0 +1,44 @@
+"""Choice classes of the agents app: who an agent is, what it can be told, and how a command stands."""
+
+from django.db import models
+
+
+class AgentKind(models.TextChoices):
+    NODE = "node", "Node agent"
+    GATEWAY = "gateway", "Gateway"
+
+
+class CommandKind(models.TextChoices):
+    """Every kind of command the control plane sends to a node agent, declared once, with the args
+    it sends. The channel accepts any kind (an agent answers one it does not know "unknown"); these
+    are the ones the control plane itself sends. Agents (and the simulator) stop taking work on
+    cordon, drain, standby and maintenance, and take it again on uncordon and resume."""
+
+    CORDON = "cordon", "Cordon: take no new work ({drain, owner})"
+    DRAIN = "drain", "Drain: take no new work, finish in-flight ({drain, owner, deadline})"
+    UNCORDON = "uncordon", "Uncordon: take work again ({drain})"
+    ACTIVATE = "resume", "Resume: a standby node activated by a scale-up takes work ({scale_request})"
+    STANDBY = "standby", "Standby: out of service, ready ({drain} or {})"
+    MAINTENANCE = "maintenance", "Maintenance: out of service ({drain} or {})"
+    QUARANTINE_MODULE = "quarantine_module", "Quarantine a module ({serial, quarantine})"
+    RELEASE_MODULE = "release_module", "Release a quarantined module ({serial, quarantine})"
+    INSTALL_VERSIONS = "install_versions", ("Install driver and framework versions on modules "
+                                            "({driver, framework, module_type, modules, restore, rollout | run})")
+    RUN_VECTORS = "run_vectors", "Run regression test vectors on a module ({run, module, slot, suite, vectors})"
+    PING = "ping", "Ping: answer succeeded ({})"
+
+
+class CommandState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    DELIVERED = "delivered", "Delivered"
+    IN_PROGRESS = "in_progress", "In progress on the agent"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    UNKNOWN = "unknown", "Unknown to the agent"
+    EXPIRED = "expired", "Expired"
+
+
+# States an agent may report in an ack, and the states that are final.
+FINAL_ACK_STATES = (CommandState.SUCCEEDED, CommandState.FAILED, CommandState.UNKNOWN)
+ACK_STATES = (CommandState.IN_PROGRESS, *FINAL_ACK_STATES)
+FINAL_COMMAND_STATES = frozenset({*FINAL_ACK_STATES, CommandState.EXPIRED})

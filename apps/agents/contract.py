@@ -1,0 +1,56 @@
+"""The versioned wire contract with node agents (docs/agent-protocol.md).
+
+A telemetry batch says which version it speaks in ``contract``; a batch without
+it is version 1 (agents from before the field existed). The server accepts
+every version in ``VERSIONS`` and refuses any other with a 400 that lists
+them. A change to the contract bumps ``CURRENT`` and keeps the earlier
+versions accepted.
+
+- 1: every node and module field is a number.
+- 2: ``in_flight`` and the module metrics may be null: the agent does not know
+  (no in-flight source, a read that failed, a series the exporter lacks).
+  Null is stored as null and treated as unknown, never as zero (which fields:
+  each metric's ``nullable_since`` in ``apps/telemetry/metrics.py``). Agents may
+  acknowledge a command ``in_progress`` while it runs.
+- 3: a tier sample may carry ``endpoints``: per-endpoint figures of the tier's
+  external endpoints over the sample's window (requests, errors, tokens,
+  latency p95). Optional: a version 3 tier sample without them is what it was.
+  A node sample may carry ``latency``: per stage, a log-bucket histogram of the
+  latencies of the requests the node served since its previous sample
+  (``apps/telemetry/sketch.py``), which the rollups merge exactly into node, tier
+  and fleet percentiles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+VERSIONS: tuple[int, ...] = (1, 2, 3)
+CURRENT = VERSIONS[-1]
+# Since which version a tier sample may carry per-endpoint figures.
+ENDPOINTS_SINCE = 3
+# Since which version a node sample may carry latency histograms.
+LATENCY_SINCE = 3
+
+
+class UnknownContract(ValueError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.versions = VERSIONS
+
+
+def spoken() -> str:
+    return ", ".join(str(v) for v in VERSIONS)
+
+
+def contract_version(payload: dict[str, Any]) -> int:
+    """The batch's contract version (1 when absent). Raises UnknownContract."""
+    value = payload.get("contract")
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UnknownContract(f"must be a whole number: a contract version this server speaks ({spoken()})")
+    if value not in VERSIONS:
+        raise UnknownContract(f"version {value} is not one this server speaks: it speaks {spoken()}")
+    return value
+

@@ -1,9 +1,0 @@
-import django_filters
-
-from apps.telemetry.models import NodeCommand
-
-
-class NodeCommandFilterSet(django_filters.FilterSet):
-    class Meta:
-        model = NodeCommand
-        fields = ["node", "state", "kind"]

@@ -1,0 +1,1 @@
+"""Per-minute rollups, the latency sketches they merge, per-endpoint minutes and retention."""

@@ -1,0 +1,38 @@
+"""Node commands now belong to the agents app: the foreign keys to them follow in the migration
+state only (the table, its rows and the constraints are unchanged)."""
+
+import django.db.models.deletion
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('agents', '0001_initial'),
+        ('vectors', '0004_module_checks'),
+    ]
+
+    # Before telemetry lets go of its NodeCommand, so no state points at a model that is gone.
+    run_before = [('telemetry', '0009_agent_tokens_and_commands_to_agents')]
+
+    operations = [
+        migrations.SeparateDatabaseAndState(
+            state_operations=[
+                migrations.AlterField(
+                    model_name='runtarget',
+                    name='command',
+                    field=models.ForeignKey(blank=True, help_text='The run_vectors command', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='agents.nodecommand'),
+                ),
+                migrations.AlterField(
+                    model_name='runtarget',
+                    name='install_command',
+                    field=models.ForeignKey(blank=True, help_text='Validation: the install_versions command', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='agents.nodecommand'),
+                ),
+                migrations.AlterField(
+                    model_name='runtarget',
+                    name='restore_command',
+                    field=models.ForeignKey(blank=True, help_text='Validation: the command restoring versions', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='agents.nodecommand'),
+                ),
+            ],
+        ),
+    ]
