@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -45,7 +46,7 @@ def _rows(table: str) -> list[tuple[Any, ...]]:
 @pytest.mark.django_db(transaction=True)
 def test_it_keeps_the_demo_keys_and_commands_through_the_move(transactional_db: Any, tmp_path: Any,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(demo, "VAR_DIR", tmp_path)
+    monkeypatch.setattr(settings, "VAR_DIR", tmp_path)
     monkeypatch.setattr(demo, "TOKENS_FILE", tmp_path / "agent-tokens.json")
     seed_inventory_demo(racks=1)
     demo.seed_telemetry_demo()
