@@ -268,6 +268,7 @@ MAX_BODY_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "apps.common.authentication.TokenAuthentication",
+        "apps.accounts.authentication.ServiceTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["apps.common.permissions.IsViewer"],

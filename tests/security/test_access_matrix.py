@@ -22,7 +22,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from apps.accounts.services import user_ensure
+from apps.accounts.models import ServiceToken
+from apps.accounts.services import service_account_create, service_token_issue, user_ensure
 from apps.inventory.models import Node
 from apps.telemetry.choices import AgentKind
 from apps.telemetry.services import agent_token_issue, agent_token_revoke, node_command_send
@@ -92,13 +93,20 @@ class Callers:
         self.sessions["expired_session"] = expired
         revoked, self.revoked_key = agent_token_issue(kind=AgentKind.NODE, node=self.fleet.node_b, actor="test")
         agent_token_revoke(token=revoked, actor="test")
+        account = service_account_create(name="matrix-pipeline", role="operator", owner=self.users["admin"],
+                                         actor=self.users["admin"])
+        _live, live_key = service_token_issue(account=account, actor=self.users["admin"])
+        expiring, expired_key = service_token_issue(account=account, actor=self.users["admin"],
+                                                    expires_at=timezone.now() + dt.timedelta(hours=1))
+        ServiceToken.objects.filter(pk=expiring.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+        self.service_tokens = {"service_account": live_key, "expired_service_token": expired_key}
         self.agent_keys = {"node_key": self.fleet.key_a, "other_node_key": self.fleet.key_b,
                            "gateway_key": self.fleet.key_gw, "revoked_key": self.revoked_key}
 
     def call(self, caller: str, method: str, path: str) -> Any:
         headers: dict[str, str] = {}
         client = Client()
-        if caller in ("viewer", "operator", "admin"):
+        if caller in self.users:
             if path.startswith("/api/"):
                 headers["Authorization"] = f"Token {self.tokens[caller]}"
             elif path.endswith("/logout/"):  # a session of its own: logging out ends it
@@ -109,6 +117,8 @@ class Callers:
             client = self.sessions[caller]
         elif caller in self.agent_keys:
             headers["Authorization"] = f"Agent {self.agent_keys[caller]}"
+        elif caller in self.service_tokens:  # on every path: pages and the admin must not take it
+            headers["Authorization"] = f"Bearer {self.service_tokens[caller]}"
         kwargs: dict[str, Any] = {"headers": headers}
         if method in ("POST", "PUT", "PATCH"):
             kwargs.update(data=b"{}", content_type="application/json")
@@ -220,6 +230,8 @@ async def test_websockets_close_refused_callers_before_any_frame() -> None:
                 headers.append((b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()))
             elif caller in callers.agent_keys:
                 headers.append((b"authorization", f"Agent {callers.agent_keys[caller]}".encode()))
+            elif caller in callers.service_tokens:
+                headers.append((b"authorization", f"Bearer {callers.service_tokens[caller]}".encode()))
             comm = WebsocketCommunicator(application, path, headers=headers)
             connected, _code = await comm.connect(timeout=5)
             assert connected == (caller in allowed), (path, caller)
