@@ -20,6 +20,9 @@ The role policy:
   gateway's key sends tier and stage samples and reads what the gateway needs
   (schedulable nodes, simulator faults). A revoked or expired key is nobody. Agent
   keys never reach user endpoints.
+- **Scopes**: an operator may be limited to tiers or racks. Routes that act on a node, a module, a
+  tier or a rollout (``SCOPED``) refuse an object outside the caller's scope with 403 naming the
+  scope; reading stays fleet-wide.
 - **Service accounts** act through the API only, with a token (``Authorization: Bearer``), as
   the role and scope they were given; they have no session, so no page, admin page or websocket.
   An expired or revoked token is nobody.
@@ -30,7 +33,9 @@ Callers: ``anonymous``, ``viewer``, ``operator``, ``admin`` (users: an API token
 for ``api/`` routes, a session for pages), ``node_key`` (the key of the node a
 route names, or any node for key-scoped routes), ``other_node_key`` (the key of
 another node), ``gateway_key``, ``revoked_key`` (a revoked node key),
-``expired_session`` (a viewer whose session has expired), ``service_account`` (an operator
+``expired_session`` (a viewer whose session has expired), ``scoped_operator`` (an operator whose
+scope is the hybrid inference tier), ``other_scope_operator`` (an operator whose scope is the access
+& logic tier), ``service_account`` (an operator
 service account's token: API routes only), ``expired_service_token`` (a service account's token
 past its expiry).
 """
@@ -38,11 +43,12 @@ past its expiry).
 from __future__ import annotations
 
 CALLERS = ("anonymous", "viewer", "operator", "admin", "node_key", "other_node_key", "gateway_key",
-           "revoked_key", "expired_session", "service_account",
+           "revoked_key", "expired_session", "scoped_operator", "other_scope_operator", "service_account",
            "expired_service_token")
 
 EVERYONE = frozenset(CALLERS)
-PEOPLE_OPERATORS = frozenset({"operator", "admin"})
+# Scoped operators are operators: the role decides the route; the scope decides the object (SCOPED below).
+PEOPLE_OPERATORS = frozenset({"operator", "admin", "scoped_operator", "other_scope_operator"})
 PEOPLE_VIEWERS = PEOPLE_OPERATORS | {"viewer"}  # sessions: pages, forms, websockets
 VIEWERS = PEOPLE_VIEWERS | {"service_account"}  # the API: people's tokens and service accounts'
 OPERATORS = PEOPLE_OPERATORS | {"service_account"}
@@ -104,6 +110,7 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "api/v1/service-accounts/<pk>/tokens/": {"GET": ADMINS, "POST": ADMINS},
     "api/v1/service-accounts/<int:pk>/tokens/<int:token_id>/revoke/": {"POST": ADMINS},
     # Fleet operations.
+    "api/v1/nodes/actions/": OPERATOR_ACTION,  # one action on many nodes, within the caller's scope
     "api/v1/nodes/<int:pk>/cordon/": OPERATOR_ACTION,
     "api/v1/nodes/<int:pk>/drain/": OPERATOR_ACTION,
     "api/v1/nodes/<int:pk>/uncordon/": OPERATOR_ACTION,
@@ -213,6 +220,21 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "api/v1/live/figures/nodes/<int:pk>/": READ,
     "api/v1/live/nodes/<int:pk>/": READ,
     "api/v1/leases/": READ,
+}
+
+# Routes that act on objects a scope may leave out, and what each names: an operator whose scope leaves
+# the object out is refused (403 naming the scope); one whose scope holds it is not.
+SCOPED: dict[str, str] = {
+    "api/v1/nodes/actions/": "nodes",
+    "api/v1/nodes/<int:pk>/cordon/": "node",
+    "api/v1/nodes/<int:pk>/drain/": "node",
+    "api/v1/nodes/<int:pk>/uncordon/": "node",
+    "api/v1/nodes/<int:pk>/maintenance/": "node",
+    "api/v1/nodes/<int:pk>/maintenance/leave/": "node",
+    "api/v1/modules/<int:pk>/quarantine/": "module",
+    "api/v1/modules/<int:pk>/release/": "module",
+    "api/v1/tiers/<int:pk>/scale/": "tier",
+    "api/v1/node-commands/": "node_body",
 }
 
 # Websocket paths: viewers and up; everyone else is closed before any frame.

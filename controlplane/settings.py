@@ -315,6 +315,7 @@ SPECTACULAR_SETTINGS = {
         "TierKindEnum": "apps.inventory.choices.TierKind",
         "FaultKindEnum": "apps.simulator.choices.FaultKind",
         "AgentKindEnum": "apps.telemetry.choices.AgentKind",
+        "BulkNodeActionEnum": "apps.operations.api.serializers.BULK_ACTIONS",
     },
 }
 

@@ -22,17 +22,22 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
+from apps.accounts.choices import ScopeKind
 from apps.accounts.models import ServiceToken
-from apps.accounts.services import service_account_create, service_token_issue, user_ensure
+from apps.accounts.services import scope_set, service_account_create, service_token_issue, user_ensure
+from apps.common.roles import ROLES
+from apps.inventory.choices import TierKind
 from apps.inventory.models import Node
 from apps.telemetry.choices import AgentKind
 from apps.telemetry.services import agent_token_issue, agent_token_revoke, node_command_send
-from controlplane.access_policy import CALLERS, NODE_OWNER, POLICY, WEBSOCKETS
+from controlplane.access_policy import CALLERS, NODE_OWNER, POLICY, SCOPED, WEBSOCKETS
 from tests.telemetry.conftest import Fleet
 
 ABSENT = "999999"
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 LOGIN_PATHS = ("/login/", "/admin/login/")
+# The scoped callers: operators whose scope is one tier (the fleet's nodes are in the hybrid tier).
+SCOPES = {"scoped_operator": TierKind.HYBRID_INFERENCE, "other_scope_operator": TierKind.ACCESS_LOGIC}
 
 
 def _routes() -> Iterator[tuple[str, Any]]:
@@ -79,8 +84,10 @@ class Callers:
         self.tokens = {}
         self.users = {}
         self.sessions: dict[str, Client] = {}
-        for role in ("viewer", "operator", "admin"):
-            user, _ = user_ensure(username=f"matrix-{role}", password="pw", role=role)
+        for role in ("viewer", "operator", "admin", *SCOPES):
+            user, _ = user_ensure(username=f"matrix-{role}", password="pw", role=role if role in ROLES else "operator")
+            if role in SCOPES:
+                scope_set(user=user, kind=ScopeKind.TIERS, values=[SCOPES[role]])
             self.users[role] = user
             self.tokens[role] = Token.objects.get_or_create(user=user)[0].key
             client = Client()
@@ -184,6 +191,32 @@ def test_every_route_answers_each_caller_as_the_policy_says() -> None:
                                  f"({'should be allowed' if caller in allowed else 'should be refused'})")
     assert not wrong, "\n".join(wrong)
     assert checked > 500
+
+
+@pytest.mark.django_db
+def test_scoped_routes_refuse_objects_outside_the_callers_scope() -> None:
+    """Each route acting on a node, a module or a tier, with a real one of the hybrid tier: the operator of
+    another tier is refused (403 naming its scope), nothing changed; the hybrid tier's operator is not."""
+    callers = Callers()
+    fleet = callers.fleet
+    ids = {"node": fleet.node_a.pk, "module": fleet.mod_a[0].pk, "tier": fleet.node_a.tier_id}
+    bodies = {"nodes": {"action": "cordon", "nodes": [fleet.node_a.pk], "reason": "matrix"},
+              "node_body": {"node": fleet.node_a.pk, "kind": "ping", "args": {}},
+              "tier": {"desired": 1, "reason": "matrix"}}
+    assert set(SCOPED) <= set(POLICY)
+    wrong = []
+    for route, kind in SCOPED.items():
+        path = "/" + route.replace("<int:pk>", str(ids.get(kind, "")))
+        body = bodies.get(kind, {"reason": "matrix"})
+        for caller, refused in (("other_scope_operator", True), ("scoped_operator", False)):
+            client = Client()
+            response = client.post(path, body, content_type="application/json",
+                                   headers={"Authorization": f"Token {callers.tokens[caller]}"})
+            if refused and (response.status_code != 403 or "access_logic" not in response.json()["detail"]):
+                wrong.append(f"POST {path} as {caller}: {response.status_code} {response.content[:200]!r}")
+            if not refused and response.status_code in (401, 403):
+                wrong.append(f"POST {path} as {caller}: {response.status_code} {response.content[:200]!r}")
+    assert not wrong, "\n".join(wrong)
 
 
 @pytest.mark.heavy

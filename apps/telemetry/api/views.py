@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 from apps.common.authentication import TokenAuthentication
 from apps.common.metrics import ingest_answered
 from apps.common.permissions import AdminOnly, IsViewer, ViewerReadOperatorWrite
+from apps.inventory import scopes
 from apps.inventory.choices import TierKind
 from apps.inventory.models import Node, Tier
 from apps.telemetry import selectors, services
@@ -176,6 +177,7 @@ class NodeCommandViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixin
 
     def perform_create(self, serializer: Any) -> None:
         data = serializer.validated_data
+        scopes.require_nodes(actor=self.request.user, nodes=scopes.nodes_for_check([data["node"].pk]))
         serializer.instance = services.node_command_send(
             node=data["node"], kind=data["kind"], args=data.get("args") or {}, actor=self.request.user,
             reason=data.get("reason", ""), expires_at=data.get("expires_at"),
