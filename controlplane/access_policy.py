@@ -78,6 +78,9 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     # Session: the login page is for everyone; logging out needs a session.
     "login/": {"GET": EVERYONE, "POST": EVERYONE, "PUT": EVERYONE},  # Django's form view takes PUT as POST
     "logout/": {"POST": EVERYONE},
+    # Single sign-on: anyone may start a sign-in and come back from the provider (404 when not configured).
+    "sso/login/": {"GET": EVERYONE},
+    "sso/callback/": {"GET": EVERYONE},
     # Pages.
     "": PAGE,
     "racks/": PAGE,

@@ -75,3 +75,21 @@ class ServiceToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > timezone.now())
+
+
+class ExternalIdentity(models.Model):
+    """The identity provider's subject a user signs in as. A user is found by (issuer, subject), never by
+    username alone: a provider's account named like a local one (a break-glass admin) is not it."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identity")
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    groups = ArrayField(models.CharField(max_length=255), default=list, blank=True,
+                        help_text="The groups of the last login, as the provider sent them")
+    last_login_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="external_identity_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
