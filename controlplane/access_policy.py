@@ -238,6 +238,7 @@ SCOPED: dict[str, str] = {
     "api/v1/modules/<int:pk>/release/": "module",
     "api/v1/tiers/<int:pk>/scale/": "tier",
     "api/v1/node-commands/": "node_body",
+    "api/v1/autoscaler-policies/": "tier_body",
 }
 
 # Websocket paths: viewers and up; everyone else is closed before any frame.

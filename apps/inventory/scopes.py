@@ -86,6 +86,20 @@ def require_module(*, actor: Any, module: Module) -> None:
     require_nodes(actor=actor, nodes=[node])
 
 
+def require_subject(*, actor: Any, what: str, node: Node | None = None, module: Module | None = None,
+                    tier: Tier | None = None) -> None:
+    """An action about a module, a node, a tier, or (none of them) the whole fleet: refused (403) outside
+    the actor's scope."""
+    if module is not None:
+        require_module(actor=actor, module=module)
+    elif node is not None:
+        require_nodes(actor=actor, nodes=nodes_for_check([node.pk]))
+    elif tier is not None:
+        require_tier(actor=actor, tier=tier)
+    else:
+        require_fleet(actor=actor, what=what)
+
+
 def nodes_for_check(ids: Iterable[int]) -> list[Node]:
     """The nodes of ``ids`` with what a scope names of them (tier, rack)."""
     return list(Node.objects.select_related("tier", "rack").filter(pk__in=list(ids)).order_by("hostname"))

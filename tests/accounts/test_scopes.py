@@ -4,16 +4,20 @@ fleet-wide; /api/v1/me/ names the scope."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from apps.accounts.choices import ScopeKind
 from apps.accounts.services import scope_set, user_ensure
 from apps.audit.models import AuditEvent
+from apps.health.choices import Severity
+from apps.health.models import Finding
 from apps.inventory.choices import NodeState, TierKind
 from apps.inventory.models import Node, Tier
 from apps.rollouts.models import Rollout
@@ -132,3 +136,29 @@ def test_a_rollouts_scope_must_sit_within_the_users(two_tiers: dict[str, Any]) -
     other = _operator("team-access", ScopeKind.TIERS, [TierKind.ACCESS_LOGIC])
     paused = other.post(f"/api/v1/rollouts/{within.json()['id']}/pause/", {"reason": "mine?"}, format="json")
     assert paused.status_code == 403
+
+
+def test_health_and_autoscaler_actions_keep_to_the_scope(two_tiers: dict[str, Any]) -> None:
+    client = _operator("team-hybrid", ScopeKind.TIERS, [TierKind.HYBRID_INFERENCE])
+    mine, theirs = two_tiers["hybrid"][0], two_tiers["access"][0]
+    now = timezone.now()
+    findings = {n.hostname: Finding.objects.create(
+        check_name="thermal", subject_kind="node", subject_key=f"node:{n.pk}", node=n, severity=Severity.WARNING,
+        summary="hot", first_seen=now, last_seen=now) for n in (mine, theirs)}
+    ok = client.post(f"/api/v1/health/findings/{findings['h-1'].pk}/acknowledge/", {"reason": "on it"},
+                     format="json")
+    assert ok.status_code == 200, ok.json()
+    refused = client.post(f"/api/v1/health/findings/{findings['a-1'].pk}/acknowledge/", {"reason": "on it"},
+                          format="json")
+    assert refused.status_code == 403 and "a-1" in refused.json()["detail"]
+    later = (now + dt.timedelta(hours=1)).isoformat()
+    fleet_wide = client.post("/api/v1/health/silences/", {"reason": "noisy", "expires_at": later}, format="json")
+    assert fleet_wide.status_code == 403 and "fleet-wide silence" in fleet_wide.json()["detail"]
+    assert client.post("/api/v1/health/silences/", {"reason": "noisy", "expires_at": later, "node": mine.pk},
+                       format="json").status_code == 201
+    access = Tier.objects.get(kind=TierKind.ACCESS_LOGIC)
+    policy = {"target_queue_per_node": 8, "min_nodes": 0, "max_nodes": 6}
+    assert client.post("/api/v1/autoscaler-policies/", {**policy, "tier": access.pk},
+                       format="json").status_code == 403
+    assert client.post("/api/v1/autoscaler-policies/", {**policy, "tier": two_tiers["fleet"].tier.pk},
+                       format="json").status_code == 201

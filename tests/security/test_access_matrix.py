@@ -202,7 +202,8 @@ def test_scoped_routes_refuse_objects_outside_the_callers_scope() -> None:
     ids = {"node": fleet.node_a.pk, "module": fleet.mod_a[0].pk, "tier": fleet.node_a.tier_id}
     bodies = {"nodes": {"action": "cordon", "nodes": [fleet.node_a.pk], "reason": "matrix"},
               "node_body": {"node": fleet.node_a.pk, "kind": "ping", "args": {}},
-              "tier": {"desired": 1, "reason": "matrix"}}
+              "tier": {"desired": 1, "reason": "matrix"},
+              "tier_body": {"tier": fleet.node_a.tier_id, "target_queue_per_node": 8, "min_nodes": 0, "max_nodes": 6}}
     assert set(SCOPED) <= set(POLICY)
     wrong = []
     for route, kind in SCOPED.items():
