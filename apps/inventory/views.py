@@ -12,7 +12,7 @@ from django.views.generic import DetailView, ListView, TemplateView
 
 from apps.audit.selectors import audit_events_for_node
 from apps.common.views import ViewerRequiredMixin, filter_data
-from apps.inventory import selectors
+from apps.inventory import scopes, selectors
 from apps.inventory.choices import NodeState
 from apps.inventory.filtersets import NodeFilterSet
 from apps.inventory.models import Module, Node
@@ -93,6 +93,8 @@ class NodeDetailView(ViewerRequiredMixin, DetailView):
         from apps.dashboard.views import node_live_context
 
         ctx.update(node_live_context(self.request, node))
+        if scopes.nodes_outside(actor=self.request.user, nodes=[node]):  # not offered: the API would refuse them
+            ctx["can_operate"] = ctx["dash_config"]["can_operate"] = False
         return ctx
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
@@ -162,3 +163,16 @@ def test_health_and_autoscaler_actions_keep_to_the_scope(two_tiers: dict[str, An
                        format="json").status_code == 403
     assert client.post("/api/v1/autoscaler-policies/", {**policy, "tier": two_tiers["fleet"].tier.pk},
                        format="json").status_code == 201
+
+
+def test_the_node_page_offers_actions_only_within_the_scope(two_tiers: dict[str, Any]) -> None:
+    user, _ = user_ensure(username="team-hybrid-page", password="pw", role="operator")
+    scope_set(user=user, kind=ScopeKind.TIERS, values=[TierKind.HYBRID_INFERENCE])
+    browser = Client()
+    browser.force_login(user)
+    mine, theirs = two_tiers["hybrid"][0], two_tiers["access"][0]
+    own = browser.get(f"/nodes/{mine.pk}/")
+    other = browser.get(f"/nodes/{theirs.pk}/")
+    assert own.status_code == other.status_code == 200  # reading stays fleet-wide
+    assert own.context["can_operate"] is True and own.context["dash_config"]["can_operate"] is True
+    assert other.context["can_operate"] is False and other.context["dash_config"]["can_operate"] is False
