@@ -176,3 +176,25 @@ def test_the_node_page_offers_actions_only_within_the_scope(two_tiers: dict[str,
     assert own.status_code == other.status_code == 200  # reading stays fleet-wide
     assert own.context["can_operate"] is True and own.context["dash_config"]["can_operate"] is True
     assert other.context["can_operate"] is False and other.context["dash_config"]["can_operate"] is False
+
+
+def test_simulator_faults_keep_to_the_scope(two_tiers: dict[str, Any]) -> None:
+    client = _operator("team-hybrid", ScopeKind.TIERS, [TierKind.HYBRID_INFERENCE])
+    mine, theirs = two_tiers["hybrid"][0], two_tiers["access"][0]
+    refused = client.post("/api/v1/simulator/faults/", {"kind": "noisy_neighbour", "node": theirs.hostname,
+                                                        "reason": "drill"}, format="json")
+    assert refused.status_code == 403 and "a-1" in refused.json()["detail"]
+    ok = client.post("/api/v1/simulator/faults/", {"kind": "noisy_neighbour", "node": mine.hostname,
+                                                   "reason": "drill"}, format="json")
+    assert ok.status_code in (200, 201), ok.json()
+
+
+def test_vector_runs_keep_to_the_scope(two_tiers: dict[str, Any]) -> None:
+    fleet = two_tiers["fleet"]
+    client = _operator("team-hybrid", ScopeKind.TIERS, [TierKind.HYBRID_INFERENCE])
+    mine, theirs = two_tiers["hybrid"][0].modules.first(), two_tiers["access"][0].modules.first()
+    refused = client.post("/api/v1/vector-runs/", {"suite": fleet.suite.pk, "modules": [mine.pk, theirs.pk]},
+                          format="json")
+    assert refused.status_code == 403 and refused.json()["outside"] == ["a-1"]
+    ok = client.post("/api/v1/vector-runs/", {"suite": fleet.suite.pk, "modules": [mine.pk]}, format="json")
+    assert ok.status_code == 201, ok.json()
