@@ -20,6 +20,12 @@ The role policy:
   gateway's key sends tier and stage samples and reads what the gateway needs
   (schedulable nodes, simulator faults). A revoked or expired key is nobody. Agent
   keys never reach user endpoints.
+- **Scopes**: an operator may be limited to tiers or racks. Routes that act on a node, a module, a
+  tier or a rollout (``SCOPED``) refuse an object outside the caller's scope with 403 naming the
+  scope; reading stays fleet-wide.
+- **Service accounts** act through the API only, with a token (``Authorization: Bearer``), as
+  the role and scope they were given; they have no session, so no page, admin page or websocket.
+  An expired or revoked token is nobody.
 - **Anonymous** callers (and expired sessions) reach only the health probes, the
   login page and static assets.
 
@@ -27,17 +33,25 @@ Callers: ``anonymous``, ``viewer``, ``operator``, ``admin`` (users: an API token
 for ``api/`` routes, a session for pages), ``node_key`` (the key of the node a
 route names, or any node for key-scoped routes), ``other_node_key`` (the key of
 another node), ``gateway_key``, ``revoked_key`` (a revoked node key),
-``expired_session`` (a viewer whose session has expired).
+``expired_session`` (a viewer whose session has expired), ``scoped_operator`` (an operator whose
+scope is the hybrid inference tier), ``other_scope_operator`` (an operator whose scope is the access
+& logic tier), ``service_account`` (an operator
+service account's token: API routes only), ``expired_service_token`` (a service account's token
+past its expiry).
 """
 
 from __future__ import annotations
 
 CALLERS = ("anonymous", "viewer", "operator", "admin", "node_key", "other_node_key", "gateway_key",
-           "revoked_key", "expired_session")
+           "revoked_key", "expired_session", "scoped_operator", "other_scope_operator", "service_account",
+           "expired_service_token")
 
 EVERYONE = frozenset(CALLERS)
-VIEWERS = frozenset({"viewer", "operator", "admin"})
-OPERATORS = frozenset({"operator", "admin"})
+# Scoped operators are operators: the role decides the route; the scope decides the object (SCOPED below).
+PEOPLE_OPERATORS = frozenset({"operator", "admin", "scoped_operator", "other_scope_operator"})
+PEOPLE_VIEWERS = PEOPLE_OPERATORS | {"viewer"}  # sessions: pages, forms, websockets
+VIEWERS = PEOPLE_VIEWERS | {"service_account"}  # the API: people's tokens and service accounts'
+OPERATORS = PEOPLE_OPERATORS | {"service_account"}
 ADMINS = frozenset({"admin"})
 NODE_AGENTS = frozenset({"node_key", "other_node_key"})  # key-scoped: each node's key sees its own
 AGENTS = NODE_AGENTS | {"gateway_key"}
@@ -51,7 +65,7 @@ CRUD_ADMIN = {"GET": VIEWERS, "POST": ADMINS}
 DETAIL_ADMIN = {"GET": VIEWERS, "PUT": ADMINS, "PATCH": ADMINS, "DELETE": ADMINS}
 DETAIL_OPERATOR = {"GET": VIEWERS, "PUT": OPERATORS, "PATCH": OPERATORS, "DELETE": OPERATORS}
 COMPUTE = {"POST": VIEWERS}  # read-only computations a viewer may POST to
-PAGE = {"GET": VIEWERS}
+PAGE = {"GET": PEOPLE_VIEWERS}
 
 # Route (as the URL conf spells it, format suffixes folded in) -> method -> callers allowed.
 POLICY: dict[str, dict[str, frozenset[str]]] = {
@@ -64,6 +78,9 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     # Session: the login page is for everyone; logging out needs a session.
     "login/": {"GET": EVERYONE, "POST": EVERYONE, "PUT": EVERYONE},  # Django's form view takes PUT as POST
     "logout/": {"POST": EVERYONE},
+    # Single sign-on: anyone may start a sign-in and come back from the provider (404 when not configured).
+    "sso/login/": {"GET": EVERYONE},
+    "sso/callback/": {"GET": EVERYONE},
     # Pages.
     "": PAGE,
     "racks/": PAGE,
@@ -77,8 +94,8 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "operations/": PAGE,
     "versions/": PAGE,
     "health/": PAGE,
-    "health/findings/<int:pk>/acknowledge/": {"POST": OPERATORS},  # the page's forms
-    "health/silences/": {"POST": OPERATORS},
+    "health/findings/<int:pk>/acknowledge/": {"POST": PEOPLE_OPERATORS},  # the page's forms
+    "health/silences/": {"POST": PEOPLE_OPERATORS},
     "vector-runs/<int:pk>/": PAGE,
     "rollouts/": PAGE,
     "rollouts/new/": PAGE,
@@ -90,7 +107,13 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "api/schema/": READ,
     "api/docs/": READ,
     "api/v1/me/": READ,
+    # Service accounts and their tokens: admins only.
+    "api/v1/service-accounts/": {"GET": ADMINS, "POST": ADMINS},
+    "api/v1/service-accounts/<pk>/": {"GET": ADMINS},
+    "api/v1/service-accounts/<pk>/tokens/": {"GET": ADMINS, "POST": ADMINS},
+    "api/v1/service-accounts/<int:pk>/tokens/<int:token_id>/revoke/": {"POST": ADMINS},
     # Fleet operations.
+    "api/v1/nodes/actions/": OPERATOR_ACTION,  # one action on many nodes, within the caller's scope
     "api/v1/nodes/<int:pk>/cordon/": OPERATOR_ACTION,
     "api/v1/nodes/<int:pk>/drain/": OPERATOR_ACTION,
     "api/v1/nodes/<int:pk>/uncordon/": OPERATOR_ACTION,
@@ -202,9 +225,25 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "api/v1/leases/": READ,
 }
 
+# Routes that act on objects a scope may leave out, and what each names: an operator whose scope leaves
+# the object out is refused (403 naming the scope); one whose scope holds it is not.
+SCOPED: dict[str, str] = {
+    "api/v1/nodes/actions/": "nodes",
+    "api/v1/nodes/<int:pk>/cordon/": "node",
+    "api/v1/nodes/<int:pk>/drain/": "node",
+    "api/v1/nodes/<int:pk>/uncordon/": "node",
+    "api/v1/nodes/<int:pk>/maintenance/": "node",
+    "api/v1/nodes/<int:pk>/maintenance/leave/": "node",
+    "api/v1/modules/<int:pk>/quarantine/": "module",
+    "api/v1/modules/<int:pk>/release/": "module",
+    "api/v1/tiers/<int:pk>/scale/": "tier",
+    "api/v1/node-commands/": "node_body",
+    "api/v1/autoscaler-policies/": "tier_body",
+}
+
 # Websocket paths: viewers and up; everyone else is closed before any frame.
 WEBSOCKETS: dict[str, frozenset[str]] = {
-    "ws/fleet/": VIEWERS,
-    "ws/tiers/<int:tier_id>/": VIEWERS,
-    "ws/nodes/<int:node_id>/": VIEWERS,
+    "ws/fleet/": PEOPLE_VIEWERS,
+    "ws/tiers/<int:tier_id>/": PEOPLE_VIEWERS,
+    "ws/nodes/<int:node_id>/": PEOPLE_VIEWERS,
 }

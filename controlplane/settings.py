@@ -173,6 +173,8 @@ X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# Logging out of single sign-on sends the log-out form on to the provider's end-session endpoint.
+_SSO_ORIGIN = "{0.scheme}://{0.netloc}".format(urlparse(os.environ.get("OIDC_ISSUER", "")))
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
@@ -183,7 +185,7 @@ CONTENT_SECURITY_POLICY = {
         "connect-src": ["'self'"],
         "object-src": ["'none'"],
         "base-uri": ["'self'"],
-        "form-action": ["'self'"],
+        "form-action": ["'self'", *([_SSO_ORIGIN] if os.environ.get("OIDC_ISSUER") else [])],
         "frame-ancestors": ["'none'"],
     },
 }
@@ -254,6 +256,19 @@ AXES_VERBOSE = False
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# Single sign-on (OpenID Connect, docs/security.md "Single sign-on"): on when OIDC_ISSUER and
+# OIDC_CLIENT_ID are set. Then the local password login is for BREAK_GLASS_USERS only.
+OIDC_ISSUER = os.environ.get("OIDC_ISSUER", "").rstrip("/")
+OIDC_DISCOVERY_URL = os.environ.get("OIDC_DISCOVERY_URL", "")  # default: <issuer>/.well-known/openid-configuration
+OIDC_CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "")
+OIDC_CLIENT_SECRET = os.environ.get("OIDC_CLIENT_SECRET", "")
+OIDC_SCOPES = os.environ.get("OIDC_SCOPES", "openid profile email")
+OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "groups")
+OIDC_USERNAME_CLAIM = os.environ.get("OIDC_USERNAME_CLAIM", "preferred_username")
+OIDC_GROUP_MAP = os.environ.get("OIDC_GROUP_MAP", "")  # team-hybrid=operator:tiers:hybrid_inference,fleet-admins=admin
+OIDC_TIMEOUT_S = float(os.environ.get("OIDC_TIMEOUT_S", "10"))
+BREAK_GLASS_USERS = [u.strip() for u in os.environ.get("BREAK_GLASS_USERS", "").split(",") if u.strip()]
+
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/login/"
@@ -290,6 +305,7 @@ MAX_BODY_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "apps.common.authentication.TokenAuthentication",
+        "apps.accounts.authentication.ServiceTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["apps.common.permissions.IsViewer"],
@@ -336,6 +352,7 @@ SPECTACULAR_SETTINGS = {
         "TierKindEnum": "apps.inventory.choices.TierKind",
         "FaultKindEnum": "apps.simulator.choices.FaultKind",
         "AgentKindEnum": "apps.agents.choices.AgentKind",
+        "BulkNodeActionEnum": "apps.operations.api.serializers.BULK_ACTIONS",
     },
 }
 

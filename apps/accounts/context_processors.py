@@ -11,4 +11,5 @@ def roles(request: HttpRequest) -> dict[str, Any]:
         "role": role_of(user),
         "can_operate": has_role(user, OPERATOR),
         "can_admin": has_role(user, ADMIN),
+        "break_glass": bool(getattr(request, "session", {}).get("break_glass")),
     }

@@ -1,7 +1,31 @@
 from typing import Any
 
+from apps.accounts.choices import ScopeKind
+from apps.accounts.models import AccessScope, ServiceAccount
 from apps.common.roles import role_of
 
 
+def scope_of(*, user: Any) -> dict[str, Any]:
+    """``{"kind": ..., "values": [...]}``: where ``user`` may act (no row: the whole fleet)."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return {"kind": ScopeKind.FLEET, "values": []}
+    cached = getattr(user, "_cp_scope", None)
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    row = AccessScope.objects.filter(user_id=user.pk).values("kind", "values").first()
+    scope = {"kind": row["kind"], "values": list(row["values"])} if row else {"kind": ScopeKind.FLEET, "values": []}
+    user._cp_scope = scope
+    return scope
+
+
+def scope_text(scope: dict[str, Any]) -> str:
+    """A scope as a refusal names it: ``the whole fleet``, ``tiers hybrid_inference``, ``racks r01, r02``."""
+    if scope["kind"] == ScopeKind.FLEET:
+        return "the whole fleet"
+    return f"{scope['kind']} {', '.join(scope['values'])}"
+
+
 def user_profile(*, user: Any) -> dict[str, Any]:
-    return {"username": user.get_username(), "role": role_of(user)}
+    return {"username": user.get_username(), "role": role_of(user),
+            "service_account": ServiceAccount.objects.filter(user_id=user.pk).exists(),
+            "scope": scope_of(user=user)}

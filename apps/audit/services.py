@@ -76,6 +76,7 @@ def audit_record(
     return AuditEvent.objects.create(
         actor=user,
         actor_name=name,
+        credential=getattr(user, "_cp_credential", "") if user is not None else "",
         action=action,
         target_type=target_type,
         target_id=target_id,

@@ -14,6 +14,7 @@ from apps.audit import selectors as audit
 from apps.common.pages import page_config
 from apps.common.views import ViewerRequiredMixin
 from apps.dashboard import charts, selectors
+from apps.inventory import scopes
 from apps.inventory import selectors as inventory
 from apps.inventory.models import Node, Tier
 from apps.operations import selectors as operations
@@ -114,4 +115,6 @@ class NodeDetailView(ViewerRequiredMixin, DetailView):
             node_events=audit.audit_recent(limit=6, target_type="node", target_id=str(node.pk)),
             figures=charts.node_figures(node=node, minutes=common["minutes"]),
         )
+        if scopes.nodes_outside(actor=self.request.user, nodes=[node]):  # not offered: the API would refuse them
+            ctx["can_operate"] = ctx["dash_config"]["can_operate"] = False
         return ctx

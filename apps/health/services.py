@@ -22,6 +22,7 @@ from apps.health import notify
 from apps.health.checks import CHECKS, validate_params
 from apps.health.choices import ACTIVE_FINDING_STATES, FindingState, Policy, Severity, Status, SubjectKind
 from apps.health.models import Finding, HealthCheck, Silence
+from apps.inventory import scopes
 from apps.inventory.models import Module, Node, Tier
 
 ACTOR = "health"  # who opens findings in the audit log
@@ -32,6 +33,8 @@ def finding_acknowledge(*, finding: Finding, reason: str, actor: Any, source: st
     """Someone is on it: open → acknowledged, with who and why. 409 on a resolved finding."""
     if not reason.strip():
         raise ValidationError({"reason": "say why (what you are doing about it)"})
+    scopes.require_subject(actor=actor, what="a fleet-wide finding", node=finding.node, module=finding.module,
+                           tier=finding.tier)
     f = Finding.objects.select_for_update().get(pk=finding.pk)
     if f.state == FindingState.RESOLVED:
         raise Conflict(f"finding #{f.pk} is resolved (at {f.resolved_at:%Y-%m-%d %H:%M:%S}); nothing to acknowledge")
@@ -51,6 +54,7 @@ def silence_create(*, reason: str, expires_at: dt.datetime, actor: Any, check_na
                    node: Node | None = None, tier: Tier | None = None, source: str = Source.API) -> Silence:
     if not reason.strip():
         raise ValidationError({"reason": "say why the findings are silenced"})
+    scopes.require_subject(actor=actor, what="a fleet-wide silence", node=node, tier=tier)
     if expires_at <= timezone.now():
         raise ValidationError({"expires_at": "must be in the future"})
     if check_name and check_name not in CHECKS:

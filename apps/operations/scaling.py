@@ -23,6 +23,7 @@ from django.utils import timezone
 from apps.audit.choices import Source
 from apps.audit.services import actor_identity, audit_record, diff, snapshot
 from apps.common.errors import Conflict
+from apps.inventory import scopes
 from apps.inventory.choices import NodeState
 from apps.inventory.models import Tier
 from apps.operations import autoscaler, lifecycle, selectors
@@ -228,6 +229,9 @@ def autoscaler_run_all(*, now: dt.datetime | None = None) -> list[AutoscalerDeci
 @transaction.atomic
 def policy_save(*, policy: AutoscalerPolicy, actor: Any, source: str = Source.API, created: bool = False,
                 before: dict[str, Any] | None = None, reason: str = "") -> AutoscalerPolicy:
+    scopes.require_tier(actor=actor, tier=policy.tier)
+    if before and before.get("tier") not in (None, policy.tier_id):
+        scopes.require_tier(actor=actor, tier=Tier.objects.get(pk=before["tier"]))
     policy.full_clean()
     policy.save()
     audit_record(actor=actor, action="autoscaler_policy.create" if created else "autoscaler_policy.update",
@@ -237,6 +241,7 @@ def policy_save(*, policy: AutoscalerPolicy, actor: Any, source: str = Source.AP
 
 @transaction.atomic
 def policy_delete(*, policy: AutoscalerPolicy, actor: Any, source: str = Source.API) -> None:
+    scopes.require_tier(actor=actor, tier=policy.tier)
     before = snapshot(policy)
     pk, text = str(policy.pk), str(policy)
     policy.delete()

@@ -19,6 +19,7 @@ from apps.audit.services import actor_identity, actor_name, audit_record
 from apps.common.errors import Conflict
 from apps.common.events import FLEET_GROUP, publish
 from apps.health import selectors as health_selectors
+from apps.inventory import scopes
 from apps.inventory.choices import CombinationState, NodeState
 from apps.inventory.models import ModuleType, Node, Rack, Tier, VersionCombination
 from apps.operations import selectors as op_selectors
@@ -179,6 +180,15 @@ def _plan(spec: Spec) -> tuple[Scoped, list[planner.Wave]]:
     return scoped, waves
 
 
+def _require_within_scope(spec: Spec, scoped: Scoped, actor: Any) -> None:
+    """A rollout's scope must sit within its starter's: a scoped user names the rollout's tiers, racks
+    or nodes, and every node that selects lies within the user's scope (403 naming them)."""
+    ids = [p.node_id for p in scoped.planned] + [n.pk for n, _reason in scoped.skipped]
+    if not (spec.tiers or spec.racks or spec.nodes):
+        scopes.require_fleet(actor=actor, what="a rollout of the whole fleet")
+    scopes.require_nodes(actor=actor, nodes=scopes.nodes_for_check(ids))
+
+
 def preview(spec: Spec) -> dict[str, Any]:
     """What a rollout would do, nothing written: the waves node by node with each node's version
     change, each tier's capacity during each wave against its floor, the skipped nodes, and the
@@ -237,6 +247,7 @@ def rollout_create(*, spec: Spec, actor: Any, source: str = Source.API) -> Rollo
         raise Conflict(f"rollout #{finishing.rollout_id} is still finishing its in-progress nodes",
                        extra={"field": "module_type", "rollout": finishing.rollout_id})
     scoped, waves = _plan(spec)
+    _require_within_scope(spec, scoped, actor)
     suite = spec.suite or default_suite(combination)
     if suite is None:
         raise ValidationError({"suite": "no published vector suite to validate upgraded nodes with"})

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from apps.audit.choices import Source
 from apps.audit.services import audit_record, diff, snapshot
+from apps.inventory import scopes
 from apps.inventory.choices import CombinationState, NodeState, TierKind
 from apps.inventory.models import ExternalEndpoint, Node, VersionCombination
 from apps.simulator.choices import ENDPOINT_FAULTS, FAULT_DEFAULT_PARAMS, NODE_FAULTS, FaultKind
@@ -123,6 +124,7 @@ def fault_switch(*, fault: Fault, enabled: bool, params: dict[str, Any] | None =
 def _apply(fault: Fault, *, enabled: bool, params: dict[str, Any] | None, actor: Any, source: str,
            reason: str) -> Fault:
     kind, combination = fault.kind, fault.combination
+    scopes.require_subject(actor=actor, what=f"the {kind} fault (it strikes no one node)", node=fault.node)
     before = snapshot(fault) if fault.pk else None
     if enabled:
         fault.params = _params(kind, params if params is not None else (fault.params or None), combination)

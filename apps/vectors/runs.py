@@ -28,6 +28,7 @@ from apps.agents.services import node_command_send
 from apps.audit.choices import Source
 from apps.audit.services import actor_identity, audit_record
 from apps.common.errors import Conflict
+from apps.inventory import scopes
 from apps.inventory.choices import CombinationState
 from apps.inventory.models import Module, VersionCombination
 from apps.vectors import codec
@@ -72,6 +73,7 @@ def run_create(*, suite: Suite, modules: Iterable[Module], actor: Any, reason: s
     homeless = [m.serial for m in chosen if m.node_id is None]
     if homeless:
         raise Conflict(f"module(s) {', '.join(homeless)} are in no node; vectors run through a node's agent")
+    scopes.require_nodes(actor=actor, nodes=scopes.nodes_for_check({m.node_id for m in chosen if m.node_id}))
     user, name = actor_identity(actor)
     run = VectorRun.objects.create(
         suite=suite, combination=combination, purpose=purpose, phase=phase, reason=reason, timeout_s=timeout_s,

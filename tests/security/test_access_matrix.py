@@ -22,16 +22,22 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from apps.accounts.services import user_ensure
+from apps.accounts.choices import ScopeKind
+from apps.accounts.models import ServiceToken
+from apps.accounts.services import scope_set, service_account_create, service_token_issue, user_ensure
 from apps.agents.choices import AgentKind
 from apps.agents.services import agent_token_issue, agent_token_revoke, node_command_send
+from apps.common.roles import ROLES
+from apps.inventory.choices import TierKind
 from apps.inventory.models import Node
-from controlplane.access_policy import CALLERS, NODE_OWNER, POLICY, WEBSOCKETS
+from controlplane.access_policy import CALLERS, NODE_OWNER, POLICY, SCOPED, WEBSOCKETS
 from tests.telemetry.conftest import Fleet
 
 ABSENT = "999999"
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 LOGIN_PATHS = ("/login/", "/admin/login/")
+# The scoped callers: operators whose scope is one tier (the fleet's nodes are in the hybrid tier).
+SCOPES = {"scoped_operator": TierKind.HYBRID_INFERENCE, "other_scope_operator": TierKind.ACCESS_LOGIC}
 
 
 def _routes() -> Iterator[tuple[str, Any]]:
@@ -78,8 +84,10 @@ class Callers:
         self.tokens = {}
         self.users = {}
         self.sessions: dict[str, Client] = {}
-        for role in ("viewer", "operator", "admin"):
-            user, _ = user_ensure(username=f"matrix-{role}", password="pw", role=role)
+        for role in ("viewer", "operator", "admin", *SCOPES):
+            user, _ = user_ensure(username=f"matrix-{role}", password="pw", role=role if role in ROLES else "operator")
+            if role in SCOPES:
+                scope_set(user=user, kind=ScopeKind.TIERS, values=[SCOPES[role]])
             self.users[role] = user
             self.tokens[role] = Token.objects.get_or_create(user=user)[0].key
             client = Client()
@@ -92,13 +100,20 @@ class Callers:
         self.sessions["expired_session"] = expired
         revoked, self.revoked_key = agent_token_issue(kind=AgentKind.NODE, node=self.fleet.node_b, actor="test")
         agent_token_revoke(token=revoked, actor="test")
+        account = service_account_create(name="matrix-pipeline", role="operator", owner=self.users["admin"],
+                                         actor=self.users["admin"])
+        _live, live_key = service_token_issue(account=account, actor=self.users["admin"])
+        expiring, expired_key = service_token_issue(account=account, actor=self.users["admin"],
+                                                    expires_at=timezone.now() + dt.timedelta(hours=1))
+        ServiceToken.objects.filter(pk=expiring.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+        self.service_tokens = {"service_account": live_key, "expired_service_token": expired_key}
         self.agent_keys = {"node_key": self.fleet.key_a, "other_node_key": self.fleet.key_b,
                            "gateway_key": self.fleet.key_gw, "revoked_key": self.revoked_key}
 
     def call(self, caller: str, method: str, path: str) -> Any:
         headers: dict[str, str] = {}
         client = Client()
-        if caller in ("viewer", "operator", "admin"):
+        if caller in self.users:
             if path.startswith("/api/"):
                 headers["Authorization"] = f"Token {self.tokens[caller]}"
             elif path.endswith("/logout/"):  # a session of its own: logging out ends it
@@ -109,6 +124,8 @@ class Callers:
             client = self.sessions[caller]
         elif caller in self.agent_keys:
             headers["Authorization"] = f"Agent {self.agent_keys[caller]}"
+        elif caller in self.service_tokens:  # on every path: pages and the admin must not take it
+            headers["Authorization"] = f"Bearer {self.service_tokens[caller]}"
         kwargs: dict[str, Any] = {"headers": headers}
         if method in ("POST", "PUT", "PATCH"):
             kwargs.update(data=b"{}", content_type="application/json")
@@ -176,6 +193,33 @@ def test_every_route_answers_each_caller_as_the_policy_says() -> None:
     assert checked > 500
 
 
+@pytest.mark.django_db
+def test_scoped_routes_refuse_objects_outside_the_callers_scope() -> None:
+    """Each route acting on a node, a module or a tier, with a real one of the hybrid tier: the operator of
+    another tier is refused (403 naming its scope), nothing changed; the hybrid tier's operator is not."""
+    callers = Callers()
+    fleet = callers.fleet
+    ids = {"node": fleet.node_a.pk, "module": fleet.mod_a[0].pk, "tier": fleet.node_a.tier_id}
+    bodies = {"nodes": {"action": "cordon", "nodes": [fleet.node_a.pk], "reason": "matrix"},
+              "node_body": {"node": fleet.node_a.pk, "kind": "ping", "args": {}},
+              "tier": {"desired": 1, "reason": "matrix"},
+              "tier_body": {"tier": fleet.node_a.tier_id, "target_queue_per_node": 8, "min_nodes": 0, "max_nodes": 6}}
+    assert set(SCOPED) <= set(POLICY)
+    wrong = []
+    for route, kind in SCOPED.items():
+        path = "/" + route.replace("<int:pk>", str(ids.get(kind, "")))
+        body = bodies.get(kind, {"reason": "matrix"})
+        for caller, refused in (("other_scope_operator", True), ("scoped_operator", False)):
+            client = Client()
+            response = client.post(path, body, content_type="application/json",
+                                   headers={"Authorization": f"Token {callers.tokens[caller]}"})
+            if refused and (response.status_code != 403 or "access_logic" not in response.json()["detail"]):
+                wrong.append(f"POST {path} as {caller}: {response.status_code} {response.content[:200]!r}")
+            if not refused and response.status_code in (401, 403):
+                wrong.append(f"POST {path} as {caller}: {response.status_code} {response.content[:200]!r}")
+    assert not wrong, "\n".join(wrong)
+
+
 @pytest.mark.heavy
 @pytest.mark.django_db
 def test_every_admin_page_is_for_admins_only() -> None:
@@ -220,6 +264,8 @@ async def test_websockets_close_refused_callers_before_any_frame() -> None:
                 headers.append((b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()))
             elif caller in callers.agent_keys:
                 headers.append((b"authorization", f"Agent {callers.agent_keys[caller]}".encode()))
+            elif caller in callers.service_tokens:
+                headers.append((b"authorization", f"Bearer {callers.service_tokens[caller]}".encode()))
             comm = WebsocketCommunicator(application, path, headers=headers)
             connected, _code = await comm.connect(timeout=5)
             assert connected == (caller in allowed), (path, caller)

@@ -30,6 +30,7 @@ from apps.agents.filtersets import NodeCommandFilterSet
 from apps.agents.models import AgentToken, NodeCommand
 from apps.agents.permissions import IsNodeAgent, agent_token_of
 from apps.common.permissions import AdminOnly, ViewerReadOperatorWrite
+from apps.inventory import scopes
 
 
 class AgentSelfView(APIView):
@@ -111,6 +112,7 @@ class NodeCommandViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixin
 
     def perform_create(self, serializer: Any) -> None:
         data = serializer.validated_data
+        scopes.require_nodes(actor=self.request.user, nodes=scopes.nodes_for_check([data["node"].pk]))
         serializer.instance = services.node_command_send(
             node=data["node"], kind=data["kind"], args=data.get("args") or {}, actor=self.request.user,
             reason=data.get("reason", ""), expires_at=data.get("expires_at"),

@@ -13,6 +13,6 @@ class AuditEventSerializer(serializers.ModelSerializer):  # type: ignore[type-ar
 
     class Meta:
         model = AuditEvent
-        fields = ["id", "time", "actor", "actor_name", "action", "target_type", "target_id", "target_repr",
-                  "reason", "changes", "request_id", "source", "related_type", "related_id"]
+        fields = ["id", "time", "actor", "actor_name", "credential", "action", "target_type", "target_id",
+                  "target_repr", "reason", "changes", "request_id", "source", "related_type", "related_id"]
         read_only_fields = fields

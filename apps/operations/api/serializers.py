@@ -255,6 +255,24 @@ class NodeActionResultSerializer(serializers.Serializer[Any]):
     drain = DrainSerializer(allow_null=True)
 
 
+BULK_ACTIONS = ("cordon", "drain", "uncordon", "maintenance", "maintenance_leave")
+MAX_BULK_NODES = 1000
+
+
+class BulkNodeActionInputSerializer(serializers.Serializer[Any]):
+    """The action and its nodes; the action's own fields (reason, owner, deadline_s, ...) beside them, as
+    the single action takes them."""
+
+    action = serializers.ChoiceField(choices=BULK_ACTIONS)
+    nodes = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1,
+                                  max_length=MAX_BULK_NODES, help_text="Node ids")
+
+
+class BulkNodeActionResultSerializer(serializers.Serializer[Any]):
+    action = serializers.ChoiceField(choices=BULK_ACTIONS)
+    results = NodeActionResultSerializer(many=True)
+
+
 class ModuleActionResultSerializer(serializers.Serializer[Any]):
     changed = serializers.BooleanField()
     module = ModuleBriefSerializer()

@@ -11,6 +11,7 @@ router.register("autoscaler-policies", views.AutoscalerPolicyViewSet, basename="
 router.register("autoscaler-decisions", views.AutoscalerDecisionViewSet, basename="autoscaler-decision")
 
 urlpatterns = [
+    path("nodes/actions/", views.NodeBulkActionView.as_view(), name="node-bulk-action"),
     path("nodes/<int:pk>/cordon/", views.NodeCordonView.as_view(), name="node-cordon"),
     path("nodes/<int:pk>/drain/", views.NodeDrainView.as_view(), name="node-drain"),
     path("nodes/<int:pk>/uncordon/", views.NodeUncordonView.as_view(), name="node-uncordon"),

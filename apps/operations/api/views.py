@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
+from rest_framework.exceptions import ValidationError
 from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -17,6 +19,7 @@ from apps.agents.authentication import AgentTokenAuthentication
 from apps.agents.permissions import IsGatewayAgent
 from apps.audit.services import snapshot
 from apps.common.permissions import AdminOnly, IsViewer, ViewerReadOperatorWrite
+from apps.inventory import scopes
 from apps.inventory.models import Module, Node, Tier
 from apps.operations import lifecycle, scaling, selectors
 from apps.operations.api import serializers as s
@@ -63,7 +66,8 @@ class NodeActionView(APIView):
 
     def post(self, request: Request, pk: int) -> Response:
         def run() -> Response:
-            node = get_object_or_404(Node, pk=pk)
+            node = get_object_or_404(Node.objects.select_related("tier", "rack"), pk=pk)
+            scopes.require_nodes(actor=request.user, nodes=[node])
             ser = self.input_serializer(data=request.data, context={"request": request})
             ser.is_valid(raise_exception=True)
             result = self.act(node, dict(ser.validated_data), request.user)
@@ -85,6 +89,7 @@ class ModuleActionView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         def run() -> Response:
             module = get_object_or_404(Module, pk=pk)
+            scopes.require_module(actor=request.user, module=module)
             ser = self.input_serializer(data=request.data, context={"request": request})
             ser.is_valid(raise_exception=True)
             return Response(_module_result(module, self.act(module, dict(ser.validated_data), request.user)))
@@ -205,6 +210,7 @@ class TierScaleView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         def run() -> Response:
             tier = get_object_or_404(Tier, pk=pk)
+            scopes.require_tier(actor=request.user, tier=tier)
             ser = s.ScaleInputSerializer(data=request.data)
             ser.is_valid(raise_exception=True)
             d = ser.validated_data
@@ -214,6 +220,46 @@ class TierScaleView(APIView):
             sr = selectors.scale_request_list().get(pk=result.obj.pk)
             return Response({"changed": result.changed, "scale_request": s.ScaleRequestSerializer(sr).data},
                             status=status.HTTP_202_ACCEPTED if result.changed else status.HTTP_200_OK)
+
+        return idempotent(request, run)
+
+
+BULK_VIEWS: dict[str, type[NodeActionView]] = {
+    "cordon": NodeCordonView, "drain": NodeDrainView, "uncordon": NodeUncordonView,
+    "maintenance": NodeMaintenanceView, "maintenance_leave": NodeMaintenanceLeaveView,
+}
+
+
+@extend_schema_view(post=extend_schema(
+    request=s.BulkNodeActionInputSerializer, responses={200: s.BulkNodeActionResultSerializer,
+                                                        409: s.ConflictSerializer},
+    parameters=[IDEMPOTENCY], operation_id="node_bulk_action", tags=["operations"],
+    description="One action on many nodes in one request: `action` (cordon, drain, uncordon, maintenance, "
+                "maintenance_leave), `nodes` (ids) and the action's own fields as the single action takes them. "
+                "Refused whole (403 naming them and the scope) when any node lies outside the caller's scope; "
+                "applied through the single actions in one transaction, so a refusal on one node (409) "
+                "applies none; one audit record per node changed."))
+class NodeBulkActionView(APIView):
+    permission_classes = [ViewerReadOperatorWrite]
+
+    def post(self, request: Request) -> Response:
+        head = s.BulkNodeActionInputSerializer(data=request.data)
+        head.is_valid(raise_exception=True)
+        view = BULK_VIEWS[head.validated_data["action"]]
+        ids = sorted(set(head.validated_data["nodes"]))
+
+        def run() -> Response:
+            nodes = scopes.nodes_for_check(ids)
+            missing = sorted(set(ids) - {n.pk for n in nodes})
+            if missing:
+                raise ValidationError({"nodes": [f"no node with id {', '.join(map(str, missing))}"]})
+            scopes.require_nodes(actor=request.user, nodes=nodes)
+            ser = view.input_serializer(data=request.data, context={"request": request})
+            ser.is_valid(raise_exception=True)
+            with transaction.atomic():
+                results = [_node_result(node, view().act(node, dict(ser.validated_data), request.user))
+                           for node in sorted(nodes, key=lambda n: n.pk)]
+            return Response({"action": head.validated_data["action"], "results": results})
 
         return idempotent(request, run)
 

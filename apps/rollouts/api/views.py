@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.common.permissions import ViewerReadOperatorWrite
+from apps.inventory import scopes
 from apps.operations.idempotency import HEADER, idempotent
 from apps.rollouts import selectors, services
 from apps.rollouts.api import serializers as s
@@ -75,6 +76,8 @@ class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cr
     def _control(self, request: Request, pk: Any, act: Callable[..., Rollout]) -> Response:
         def run() -> Response:
             rollout = self.get_object()
+            scopes.require_nodes(actor=request.user,
+                                 nodes=scopes.nodes_for_check(rollout.nodes.values_list("node_id", flat=True)))
             ser = s.ControlInputSerializer(data=request.data)
             ser.is_valid(raise_exception=True)
             act(rollout=rollout, actor=request.user, reason=ser.validated_data["reason"])

@@ -7,15 +7,14 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from apps.agents.authentication import AgentTokenAuthentication
 from apps.agents.permissions import IsGatewayAgent
 from apps.audit.choices import Source
-from apps.common.authentication import TokenAuthentication
 from apps.common.permissions import ViewerReadOperatorWrite
 from apps.simulator import selectors, services
 from apps.simulator.api.serializers import FaultPatchSerializer, FaultSerializer, FaultSetSerializer
@@ -35,7 +34,8 @@ class FaultPermission(ViewerReadOperatorWrite):
 class FaultViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):  # type: ignore[type-arg]
     queryset = selectors.fault_list()
     serializer_class = FaultSerializer
-    authentication_classes = [TokenAuthentication, SessionAuthentication, AgentTokenAuthentication]
+    # Every user credential the API takes (personal and service-account tokens, sessions), and the gateway's key.
+    authentication_classes = [*APIView.authentication_classes, AgentTokenAuthentication]
     permission_classes = [FaultPermission]
     filterset_class = FaultFilterSet
     ordering_fields = ["kind", "updated_at"]

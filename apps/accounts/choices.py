@@ -1,0 +1,10 @@
+from django.db import models
+
+
+class ScopeKind(models.TextChoices):
+    """Where a user may act: the whole fleet, some tiers (by kind) or some racks (by name).
+    Reading is fleet-wide whatever the scope."""
+
+    FLEET = "fleet", "Whole fleet"
+    TIERS = "tiers", "Tiers"
+    RACKS = "racks", "Racks"

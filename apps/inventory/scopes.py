@@ -1,0 +1,105 @@
+"""Scopes against the inventory: whether a node, a module or a tier lies within where a user may act.
+
+A scope (``apps.accounts``: the whole fleet, tiers by kind, racks by name) is declared below the
+inventory, so the check of an object against it lives here. Reading stays fleet-wide: only actions
+call these. System actors (the autoscaler, health, rollouts' controller: names, not users) have no
+scope; their work was allowed when a user started it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rest_framework.exceptions import PermissionDenied
+
+from apps.accounts.choices import ScopeKind
+from apps.accounts.selectors import scope_of, scope_text
+from apps.inventory.models import Module, Node, Tier
+
+
+class OutOfScope(PermissionDenied):
+    """403 naming the user's scope and what lies outside it (``scope``, ``outside`` beside ``detail``)."""
+
+    def __init__(self, detail: str, *, scope: dict[str, Any], outside: list[str]) -> None:
+        super().__init__(detail)
+        self.extra = {"scope": scope, "outside": outside}
+
+
+def _scope(actor: Any) -> dict[str, Any] | None:
+    """The actor's scope; None when it may act on the whole fleet (or is no user)."""
+    if not getattr(actor, "is_authenticated", False):
+        return None
+    scope = scope_of(user=actor)
+    return None if scope["kind"] == ScopeKind.FLEET else scope
+
+
+def node_within(scope: dict[str, Any], *, tier_kind: str, rack_name: str) -> bool:
+    if scope["kind"] == ScopeKind.TIERS:
+        return tier_kind in scope["values"]
+    if scope["kind"] == ScopeKind.RACKS:
+        return rack_name in scope["values"]
+    return True
+
+
+def nodes_outside(*, actor: Any, nodes: Iterable[Node]) -> list[Node]:
+    """The nodes of ``nodes`` that lie outside the actor's scope."""
+    scope = _scope(actor)
+    if scope is None:
+        return []
+    return [n for n in nodes if not node_within(scope, tier_kind=n.tier.kind, rack_name=n.rack.name)]
+
+
+def require_nodes(*, actor: Any, nodes: Iterable[Node]) -> None:
+    """Refuse (403) when any of ``nodes`` lies outside the actor's scope, naming them and the scope."""
+    outside = [n.hostname for n in nodes_outside(actor=actor, nodes=nodes)]
+    if outside:
+        scope = scope_of(user=actor)
+        what = "node" if len(outside) == 1 else "nodes"
+        raise OutOfScope(f"{what} {', '.join(outside)} outside your scope ({scope_text(scope)})",
+                         scope=scope, outside=outside)
+
+
+def require_tier(*, actor: Any, tier: Tier) -> None:
+    """A whole tier is within a scope of that tier (or the fleet); a rack scope holds no whole tier."""
+    scope = _scope(actor)
+    if scope is not None and not (scope["kind"] == ScopeKind.TIERS and tier.kind in scope["values"]):
+        raise OutOfScope(f"tier {tier.kind} outside your scope ({scope_text(scope)})", scope=scope,
+                         outside=[tier.kind])
+
+
+def require_fleet(*, actor: Any, what: str) -> None:
+    """Refuse (403) ``what`` (work on the whole fleet) unless the actor's scope is the whole fleet."""
+    scope = _scope(actor)
+    if scope is not None:
+        raise OutOfScope(f"{what} is outside your scope ({scope_text(scope)})", scope=scope, outside=[])
+
+
+def require_module(*, actor: Any, module: Module) -> None:
+    """A module is within the scope of its node; a module seated in no node only within the fleet's."""
+    if module.node_id is None:
+        scope = _scope(actor)
+        if scope is not None:
+            raise OutOfScope(f"module {module.serial} is in no node, outside your scope ({scope_text(scope)})",
+                             scope=scope, outside=[module.serial])
+        return
+    node = Node.objects.select_related("tier", "rack").get(pk=module.node_id)
+    require_nodes(actor=actor, nodes=[node])
+
+
+def require_subject(*, actor: Any, what: str, node: Node | None = None, module: Module | None = None,
+                    tier: Tier | None = None) -> None:
+    """An action about a module, a node, a tier, or (none of them) the whole fleet: refused (403) outside
+    the actor's scope."""
+    if module is not None:
+        require_module(actor=actor, module=module)
+    elif node is not None:
+        require_nodes(actor=actor, nodes=nodes_for_check([node.pk]))
+    elif tier is not None:
+        require_tier(actor=actor, tier=tier)
+    else:
+        require_fleet(actor=actor, what=what)
+
+
+def nodes_for_check(ids: Iterable[int]) -> list[Node]:
+    """The nodes of ``ids`` with what a scope names of them (tier, rack)."""
+    return list(Node.objects.select_related("tier", "rack").filter(pk__in=list(ids)).order_by("hostname"))
