@@ -10,7 +10,7 @@ class AuditEvent(models.Model):
     time = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     actor_name = models.CharField(max_length=150, help_text="Username at the time, or the system component")
-    credential = models.CharField(max_length=64, blank=True, default="",
+    credential = models.CharField(max_length=64, blank=True, default="", db_default="",
                                   help_text="The credential the actor acted with, when not its own login "
                                             "(a service account's token: 'service token 12')")
     action = models.CharField(max_length=64, db_index=True, help_text="e.g. node.create, node.update")

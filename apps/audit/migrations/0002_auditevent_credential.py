@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='auditevent',
             name='credential',
-            field=models.CharField(blank=True, default='', help_text="The credential the actor acted with, when not its own login (a service account's token: 'service token 12')", max_length=64),
+            field=models.CharField(blank=True, db_default='', default='', help_text="The credential the actor acted with, when not its own login (a service account's token: 'service token 12')", max_length=64),
         ),
     ]
