@@ -1,4 +1,6 @@
-"""Fleet load benchmark: how many nodes one web process takes, ramping until it breaks.
+"""Fleet load benchmark: how many nodes one web process takes, ramping until it breaks. One
+script past 500 lines on purpose: the load generator and the ramp it measures are one
+measurement, read top to bottom.
 
     CONTROLPLANE_VAR_DIR=./var .venv/bin/python bench/fleet_load.py [--intervals 1,5,10] [--max-nodes 20000]
 

@@ -1,5 +1,6 @@
 """Driver rollout benchmark: a 200-node simulated fleet, a bad rollout and a clean one, on the
-real processes.
+real processes. One script past 500 lines on purpose: a bench is read top to bottom as one
+measurement (its setup, its processes, its two runs and its report), like a test.
 
     CONTROLPLANE_VAR_DIR=./var .venv/bin/python bench/rollout.py [--racks 10] [--speed 20]
 
