@@ -71,7 +71,7 @@ class EndpointKind(models.TextChoices):
 
 
 class RuleCode(models.TextChoices):
-    """Soft admission rules (DOMAIN.md); each can be made hard in the admin."""
+    """Soft admission rules (docs/domain.md, "Node rules"); each can be made hard in the admin."""
 
     PCIE_LANES = "pcie_lanes", "Module PCIe lanes within the node's lanes"
     POWER_BUDGET = "power_budget", "Node power including modules within budget"

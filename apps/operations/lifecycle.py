@@ -64,7 +64,7 @@ SYSTEM = "operations"
 N = NodeState
 M = ModuleState
 
-# DESIGN.md's node state machine: the states each state may move to. A node that
+# The node state machine (docs/architecture.md): the states each state may move to. A node that
 # stops reporting becomes unreachable from any state the heartbeat watches, and
 # returns to the state it had; maintenance and retired nodes are never marked.
 _OBSERVED = {N.UNREACHABLE, N.FAILED}

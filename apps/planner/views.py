@@ -28,7 +28,7 @@ def _form_fields(serializer: Any) -> list[dict[str, Any]]:
     return fields
 
 
-# The worked example from DOMAIN.md is what the page opens with.
+# The worked example of docs/domain.md is what the page opens with.
 ARRAY_EXAMPLE = {"concurrent_users": 1000, "request_interval_s": 2, "input_tokens": 500, "output_tokens": 100}
 AGENT_EXAMPLE = {"agents": 10, "inferences_per_s_per_agent": 2, "tokens_per_inference": 500,
                  "tokens_per_s_per_accelerator": 2000, "batching_gain": 1.7}

@@ -4,7 +4,7 @@ from django.db import models
 
 
 class Stage(models.TextChoices):
-    """The six stages of an agent request (DOMAIN.md), in request order."""
+    """The six stages of an agent request (docs/domain.md), in request order."""
 
     PERCEPTION = "perception", "Perception"
     INTENT = "intent", "Intent"

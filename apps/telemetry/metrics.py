@@ -7,11 +7,13 @@ Everything else derives from ``NODE_METRICS`` and ``MODULE_METRICS``:
 - the model fields of the raw samples, the latest status and the per-minute
   rollups (``contribute``; a new metric is one declaration and one
   ``makemigrations``);
-- the complete check's field checks (``validation``), the compiled fast path's
-  Structs (``decoder``) and the contract's nullable fields (``nullable_fields``);
-- the COPY columns and types and the status upsert (``ingest``);
-- the rollup SQL (``services``);
-- the ingest schema's serializers (``api.serializers``), hence the OpenAPI schema.
+- the complete check's field checks (``ingest.fields``), the compiled fast path's
+  Structs (``ingest.decoder``) and the contract's nullable fields (``nullable_fields``);
+- the COPY columns and types and the status upsert (``store.raw``);
+- the rollup SQL (``rollups.rollup``);
+- the ingest schema's serializers and the latest status the API answers
+  (``api.serializers``), hence the OpenAPI schema. (The per-minute points a chart
+  reads pick their aggregate per metric, in the series selectors.)
 
 Tier and stage samples are not metrics of a node: their counters are summed
 over windows and their latencies merged as histograms, each by its own rule.

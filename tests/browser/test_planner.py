@@ -27,7 +27,7 @@ def test_it_sizes_the_array_as_you_type(browser_page: Any, live_server: Any, dem
     login_by_cookie(page, live_server, BROWSER_USER, next_url="/planner/")
     assert page.url == f"{live_server.url}/planner/"
 
-    # The page opens with DOMAIN.md's worked example.
+    # The page opens with the worked example of docs/domain.md.
     _wait_out(page, "#array-card", "modules_needed", "10")
     assert _out(page, "#array-card", "requests_per_s") == "500"
     assert _out(page, "#array-card", "input_tokens_per_s") == "250,000"

@@ -291,14 +291,21 @@ class NodeRef(serializers.Serializer):
     state = serializers.CharField()
 
 
-class NodeLatest(serializers.Serializer):
-    time = serializers.DateTimeField()
-    last_seen = serializers.DateTimeField()
-    cpu_util = serializers.FloatField()
-    mem_util = serializers.FloatField()
-    load1 = serializers.FloatField()
-    in_flight = serializers.IntegerField(allow_null=True)
-    threads = serializers.IntegerField()
+def _read_field(m: metrics.Metric) -> serializers.Field:  # type: ignore[type-arg]
+    """A declared metric in a read answer: its type and whether it may be null."""
+    cls = serializers.IntegerField if m.is_int else serializers.FloatField
+    return cls(allow_null=True) if m.nullable else cls()
+
+
+def _latest_serializer(name: str, fields: dict[str, Any], declared: tuple[metrics.Metric, ...]
+                       ) -> type[serializers.Serializer]:  # type: ignore[type-arg]
+    """A node's or module's latest status as the API answers it: ``fields``, then every declared metric."""
+    ns = {"__module__": __name__, **fields, **{m.name: _read_field(m) for m in declared}}
+    return serializers.SerializerMetaclass(name, (serializers.Serializer,), ns)  # type: ignore[return-value]
+
+
+NodeLatest = _latest_serializer("NodeLatest", {"time": serializers.DateTimeField(),
+                                               "last_seen": serializers.DateTimeField()}, metrics.NODE_METRICS)
 
 
 class NodePoint(serializers.Serializer):
@@ -311,16 +318,7 @@ class NodePoint(serializers.Serializer):
     in_flight_max = serializers.IntegerField(allow_null=True)
 
 
-class ModuleLatest(serializers.Serializer):
-    time = serializers.DateTimeField()
-    util = serializers.FloatField(allow_null=True)
-    temp_c = serializers.FloatField(allow_null=True)
-    power_w = serializers.FloatField(allow_null=True)
-    link_width = serializers.IntegerField(allow_null=True)
-    link_width_expected = serializers.IntegerField(allow_null=True)
-    ecc_corrected = serializers.IntegerField(allow_null=True)
-    ecc_uncorrected = serializers.IntegerField(allow_null=True)
-    errors = serializers.IntegerField(allow_null=True)  # type: ignore[assignment]
+ModuleLatest = _latest_serializer("ModuleLatest", {"time": serializers.DateTimeField()}, metrics.MODULE_METRICS)
 
 
 class ModulePoint(serializers.Serializer):
