@@ -150,3 +150,28 @@ def test_an_operator_cordons_three_nodes_with_one_confirmation_naming_each(brows
                                ".includes('Cordoned')", arg=nodes[hostname].pk)
     assert {n.state for n in Node.objects.filter(hostname__in=picked)} == {"cordoned"}
     assert page.evaluate("window.__noReload") == 1
+
+
+def test_a_scoped_operators_bulk_cordon_is_refused_whole_naming_the_node_outside_its_racks(
+        browser_page: Any, live_server: Any, demo_fleet: dict[str, Any]) -> None:
+    from apps.accounts.choices import ScopeKind
+    from apps.accounts.services import scope_set, user_ensure
+
+    user, _ = user_ensure(username="rack2-operator", password="rack2-operator-pw-1", role="operator")
+    scope_set(user=user, kind=ScopeKind.RACKS, values=["rack-2"])
+    page = browser_page
+    picked = {n.hostname: n for n in Node.objects.filter(hostname__in=["n-r2-08", "n-r1-08"])}
+    assert {n.state for n in picked.values()} == {"active"}
+    login_by_cookie(page, live_server, "rack2-operator", next_url="/nodes/")
+    page.evaluate("window.__noReload = 1")
+    for node in picked.values():
+        page.check(f'#node-table input.pick[value="{node.pk}"]')
+    page.click("#bulk-cordon")
+    page.locator("#action-reason").wait_for()
+    page.fill("#action-reason", "row B power work (scoped, browser test)")
+    page.click("#action-confirm")
+    page.locator("#action-error").wait_for()
+    error = page.inner_text("#action-error")
+    assert "n-r1-08" in error and "nothing changed" in error.lower(), error
+    screenshot(page, "nodes-bulk-cordon-out-of-scope", full_page=False)
+    assert {n.state for n in Node.objects.filter(pk__in=[n.pk for n in picked.values()])} == {"active"}

@@ -1,5 +1,6 @@
 /* nodes.js: the node list: operators cordon or drain a selection, with one confirmation naming
- * every node and one API call per node; the rows are re-read as the server renders them. */
+ * every node and one API call for all of them (POST /api/v1/nodes/actions/); the rows are re-read
+ * as the server renders them. */
 import { Live } from "../live.js";
 import { errorText, toast } from "../actions.js";
 import { deadlineFields, kinds, reread, start, warn } from "./live-page.js";
@@ -30,16 +31,19 @@ kinds.bulk = {
     return typeof d === "string" ? d : Object.assign(body, d, { then: document.getElementById("action-then").value });
   },
   async submit(btn, body) {
+    // One request for the whole selection: applied to every node, or refused whole (a node outside
+    // the operator's scope, a capacity floor) with the reason, and nothing changed.
     const nodes = btn.__nodes || [];
-    const refused = [];
-    for (const n of nodes) {
-      const res = await Live.send("/api/v1/nodes/" + n.id + "/" + btn.dataset.bulk + "/", body, "POST");
-      if (!res.ok) refused.push(n.hostname + ": " + errorText(res));
+    const res = await Live.send("/api/v1/nodes/actions/", Object.assign({}, body, {
+      action: btn.dataset.bulk, nodes: nodes.map((n) => Number(n.id)) }), "POST");
+    const plural = nodes.length + " node" + (nodes.length === 1 ? "" : "s");
+    if (!res.ok) {
+      toast(btn.dataset.bulk + " refused for " + plural + ": nothing changed", true);
+      return "Refused, nothing changed: " + errorText(res);
     }
     warn(reread("node-rows").then(updatePicks));
-    const done = nodes.length - refused.length;
-    toast(btn.dataset.bulk + ": " + done + " of " + nodes.length + " node" + (nodes.length === 1 ? "" : "s") + " done", refused.length > 0);
-    return refused.length ? "Refused: " + refused.join("; ") : null;
+    toast(btn.dataset.bulk + ": " + plural + " done", false);
+    return null;
   },
 };
 start();
