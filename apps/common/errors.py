@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
 from django.db.models import ProtectedError
@@ -80,6 +80,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = Conflict(f"conflicts with existing data: {str(exc).splitlines()[0]}")
     elif isinstance(exc, RequestDataTooBig):
         return Response({"detail": "request body too large"}, status=413)
+    elif isinstance(exc, TooManyFieldsSent):  # a form body with more fields than DATA_UPLOAD_MAX_NUMBER_FIELDS
+        return Response({"detail": f"too many form fields: {exc}; send a JSON body"}, status=400)
 
     response = drf_exception_handler(exc, context)
     if response is None:

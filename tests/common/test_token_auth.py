@@ -8,6 +8,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from apps.accounts.services import user_ensure
+from apps.common.authentication import TokenAuthentication
 
 pytestmark = pytest.mark.django_db
 
@@ -23,6 +24,10 @@ def test_a_token_gives_its_user_and_highest_role_in_one_query(django_assert_num_
     user.groups.add(Group.objects.get(name="operator"))
     token = Token.objects.create(user=user)
     with django_assert_num_queries(1):
+        authed, _ = TokenAuthentication().authenticate_credentials(token.key)
+    assert authed.username == "ops" and authed._cp_role == "operator"
+    # /me/ answers two more facts, each one read: the user's scope and whether it is a service account.
+    with django_assert_num_queries(3):
         body = _client(token.key).get("/api/v1/me/").json()
     assert body["username"] == "ops" and body["role"] == "operator"
 
