@@ -223,8 +223,8 @@ def client_main(args: argparse.Namespace) -> None:
 def _make_fleet(n: int, keys_path: Path) -> None:
     from decimal import Decimal
 
-    from apps.agents.identity import hash_key
     from apps.agents.models import AgentToken
+    from apps.common.keys import hash_key
     from apps.inventory.choices import FormFactor, NodeState, TierKind
     from apps.inventory.models import Module, ModuleType, Node, Rack, Tier
 

@@ -15,10 +15,9 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication, get_authorization_header
 from rest_framework.request import Request
 
-from apps.agents.identity import TOUCH_EVERY_S as _TOUCH_EVERY_S
-from apps.agents.identity import hash_key
 from apps.agents.models import AgentToken
 from apps.common.authentication import TokenAuthentication
+from apps.common.keys import hash_key, touch_due
 
 KEYWORD = "Agent"
 
@@ -55,7 +54,7 @@ class AgentTokenAuthentication(BaseAuthentication):
             raise exceptions.AuthenticationFailed("expired agent key: it was rotated; use its replacement")
         if token is None:
             raise exceptions.AuthenticationFailed("unknown or revoked agent key")
-        if token.last_used_at is None or (now - token.last_used_at).total_seconds() > _TOUCH_EVERY_S:
+        if touch_due(token.last_used_at, now):
             AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
             token.last_used_at = now
         return AnonymousUser(), token

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import hashlib
 import logging
 import threading
 import time
@@ -37,16 +36,9 @@ from django.conf import settings
 from django.db import connection
 
 from apps.agents.choices import AgentKind
+from apps.common.keys import hash_key, touch_due
 
 log = logging.getLogger(__name__)
-
-# Written at most this often per key (seconds).
-TOUCH_EVERY_S = 60
-
-
-def hash_key(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
-
 
 def refresh_every_s() -> float:
     return float(getattr(settings, "TELEMETRY_KEY_CACHE_REFRESH_S", 10))
@@ -139,8 +131,7 @@ class IdentityCache:
         return key_hash, self._by_hash.get(key_hash)
 
     def note_use(self, identity: AgentIdentity, now: dt.datetime) -> None:
-        last = identity.last_used_at
-        if last is None or (now - last).total_seconds() > TOUCH_EVERY_S:
+        if touch_due(identity.last_used_at, now):
             self._used[identity.token_id] = now
 
     def tiers(self) -> dict[str, int]:

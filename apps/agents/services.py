@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import secrets
 import time
 import uuid
 from typing import Any
@@ -18,12 +17,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.agents.choices import ACK_STATES, FINAL_COMMAND_STATES, AgentKind, CommandKind, CommandState
-from apps.agents.identity import AgentIdentity, hash_key, identities, sync_query
+from apps.agents.identity import AgentIdentity, identities, sync_query
 from apps.agents.models import AgentToken, NodeCommand
 from apps.audit.choices import Source
 from apps.audit.models import AuditEvent
 from apps.audit.services import audit_record
 from apps.common.errors import Conflict
+from apps.common.keys import new_key
 from apps.inventory.models import Module, Node
 
 logger = logging.getLogger(__name__)
@@ -39,9 +39,9 @@ def agent_token_issue(*, kind: str, node: Node | None, actor: Any, note: str = "
         raise ValueError(f"unknown agent kind {kind!r}")
     if (kind == AgentKind.NODE) != (node is not None):
         raise ValueError("a node token needs a node; a gateway token has none")
-    key = secrets.token_urlsafe(32)
+    key, key_hash, key_prefix = new_key()
     token = AgentToken.objects.create(
-        kind=kind, node=node, key_hash=hash_key(key), key_prefix=key[:8], note=note,
+        kind=kind, node=node, key_hash=key_hash, key_prefix=key_prefix, note=note,
         created_by=str(getattr(actor, "username", None) or actor or "system")[:150],
     )
     audit_record(actor=actor, action="agent_token.issue", target=token, source=source,

@@ -16,11 +16,12 @@ import os
 import socket
 import time
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import redis
 from django.conf import settings
+
+from apps.common.redis_client import redis_client, redis_key
 
 # Take the lease if nobody holds it: the value names the holder and a fencing token that grows
 # with every new holder (KEYS[2] counts them); returns the value, or nil when someone holds it.
@@ -40,13 +41,8 @@ _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del
 LEASE_NAMES = ("beat", "broadcaster")
 
 
-@cache
-def _client() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=5)
-
-
 def _key(name: str) -> str:
-    return f"{settings.CACHES['default'].get('KEY_PREFIX', 'cp')}:lease:{name}"
+    return redis_key(f"lease:{name}")
 
 
 def _text(value: Any) -> str | None:
@@ -75,7 +71,7 @@ class Lease:
 
     @property
     def client(self) -> redis.Redis:
-        return self._client or _client()
+        return self._client or redis_client()
 
     @property
     def fence(self) -> int | None:
@@ -124,7 +120,7 @@ class Holder:
 
 def lease_holders(client: redis.Redis | None = None) -> list[Holder]:
     """Who holds each role's lease now, and for how much longer unless renewed."""
-    c: Any = client or _client()
+    c: Any = client or redis_client()
     out = []
     for name in LEASE_NAMES:
         key = _key(name)

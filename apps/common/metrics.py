@@ -19,12 +19,12 @@ No series is per node: a fleet of 10,000 nodes must not become 10,000 × N serie
 from __future__ import annotations
 
 import logging
-from functools import cache
 from typing import Any
 
 import redis
-from django.conf import settings
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
+
+from apps.common.redis_client import redis_client, redis_key
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +64,8 @@ def ingest_answered(status: int, data: dict[str, Any]) -> None:
 TASK_BUCKETS = (0.1, 1.0, 10.0, 60.0)
 
 
-@cache
-def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
-
-
 def tasks_key() -> str:
-    return f"{settings.CACHES['default'].get('KEY_PREFIX', 'cp')}:metrics:tasks"
+    return redis_key("metrics:tasks")
 
 
 def task_finished(*, name: str, seconds: float, failed: bool) -> None:
@@ -83,7 +78,7 @@ def task_finished(*, name: str, seconds: float, failed: bool) -> None:
         if seconds <= le:
             fields[f"{name}|le={le}"] = 1
     try:
-        pipe = _redis().pipeline(transaction=False)
+        pipe = redis_client().pipeline(transaction=False)
         for field, value in fields.items():
             if field.endswith("|sum"):
                 pipe.hincrbyfloat(tasks_key(), field, value)
@@ -97,7 +92,7 @@ def task_finished(*, name: str, seconds: float, failed: bool) -> None:
 def task_figures() -> dict[str, dict[str, float]]:
     """Per task name: runs, failures, sum (seconds) and the cumulative bucket counts ``le=...``."""
     out: dict[str, dict[str, float]] = {}
-    raw: Any = _redis().hgetall(tasks_key())
+    raw: Any = redis_client().hgetall(tasks_key())
     for key, value in raw.items():
         name, _, field = (key.decode() if isinstance(key, bytes) else str(key)).rpartition("|")
         out.setdefault(name, {})[field] = float(value)

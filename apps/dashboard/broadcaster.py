@@ -123,7 +123,7 @@ class Broadcaster:
             close_old_connections()
             try:
                 if lease is not None:  # fencing: act only while holding the lease
-                    if not (lease.acquire() and lease.held()):
+                    if not lease.acquire():
                         if leading:
                             log.warning("broadcaster %s lost its lease; standing by", lease.holder)
                         leading = False

@@ -127,11 +127,10 @@ def metrics(request: HttpRequest) -> HttpResponse:
     if not _allowed(request):
         return HttpResponse("metrics: a bearer token (METRICS_TOKEN) or an allowed address is required\n",
                             status=403, content_type="text/plain")
+    registry = CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # every process of this host, summed
     else:
-        registry = CollectorRegistry()
         registry.register(_ProcessOnly())
     registry.register(FleetCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

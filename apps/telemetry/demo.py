@@ -13,11 +13,11 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from apps.agents.authentication import hash_key
 from apps.agents.choices import AgentKind
 from apps.agents.models import AgentToken
 from apps.agents.services import agent_token_issue
 from apps.audit.choices import Source
+from apps.common.keys import hash_key
 from apps.inventory.models import Node
 
 ACTOR = "seed_demo"

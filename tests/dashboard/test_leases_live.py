@@ -70,19 +70,21 @@ def frames(live_stack: LiveStack) -> Iterator[Frames]:
     listener.loop.close()
 
 
-def _by_holder(procs: list[Proc], holder: str) -> Proc:
+def proc_of_holder(procs: list[Proc], holder: str) -> Proc:
+    """The process a lease holder's name (``role@host:pid``) names."""
     pid = int(holder.rsplit(":", 1)[1])
     return next(p for p in procs if p.pid == pid)
 
 
-def _sent(beat: Proc) -> int:
+def beat_sends(beat: Proc) -> int:
+    """How many schedules a beat has fired so far, by its log."""
     return beat.log().count("Sending due task")
 
 
 def test_one_broadcaster_pushes_and_a_standby_takes_over(live_stack: LiveStack, frames: Frames) -> None:
     procs = [live_stack.broadcaster(interval=0.2, env=ENV) for _ in range(2)]
     leader_name, _ = frames.first_sender(timeout=60)
-    leader = _by_holder(procs, leader_name)
+    leader = proc_of_holder(procs, leader_name)
     # Only the leader pushes: every snapshot over two seconds is its own.
     assert set(frames.senders(2.0)) == {leader_name}
     assert next(h for h in lease_holders() if h.name == "broadcaster").holder == leader_name
@@ -94,7 +96,7 @@ def test_one_broadcaster_pushes_and_a_standby_takes_over(live_stack: LiveStack, 
 
     # A new standby; then the leader is paused past its lease and woken.
     procs.append(live_stack.broadcaster(interval=0.2, env=ENV))
-    follower = _by_holder(procs, follower_name)
+    follower = proc_of_holder(procs, follower_name)
     follower.signal(signal.SIGSTOP)
     third_name, _ = frames.first_sender(timeout=60, other_than=follower_name)
     since = len(follower.log())
@@ -106,25 +108,25 @@ def test_one_broadcaster_pushes_and_a_standby_takes_over(live_stack: LiveStack, 
 def test_one_beat_fires_and_a_standby_takes_over(live_stack: LiveStack) -> None:
     heartbeat = "apps.operations.tasks.nodes_heartbeat"
     beats = [live_stack.beat(every={heartbeat: 1}, only=[heartbeat], env=ENV) for _ in range(2)]
-    active: Proc = wait_for(lambda: next((b for b in beats if _sent(b)), None), timeout=60,  # type: ignore[assignment]
+    active: Proc = wait_for(lambda: next((b for b in beats if beat_sends(b)), None), timeout=60,  # type: ignore[assignment]
                             what="a beat to fire")
     standby = next(b for b in beats if b is not active)
     # Only one fires: over a few periods the standby sends nothing while the active one goes on.
-    before = _sent(active)
-    wait_for(lambda: _sent(active) >= before + 3, timeout=60, what="three more fires")
-    assert _sent(standby) == 0
+    before = beat_sends(active)
+    wait_for(lambda: beat_sends(active) >= before + 3, timeout=60, what="three more fires")
+    assert beat_sends(standby) == 0
 
     killed_at = time.monotonic()
     active.kill()
-    wait_for(lambda: _sent(standby) > 0, timeout=60, what="the standby beat to fire")
+    wait_for(lambda: beat_sends(standby) > 0, timeout=60, what="the standby beat to fire")
     assert time.monotonic() - killed_at <= 2 * TTL + 2, "the standby fired more than two leases after the kill"
 
     # The new active beat is paused past its lease, a third takes over, and the woken one fires nothing.
     third = live_stack.beat(every={heartbeat: 1}, only=[heartbeat], env=ENV)
     standby.signal(signal.SIGSTOP)
-    wait_for(lambda: _sent(third) > 0, timeout=60, what="the third beat to fire")
-    paused_count = _sent(standby)
+    wait_for(lambda: beat_sends(third) > 0, timeout=60, what="the third beat to fire")
+    paused_count = beat_sends(standby)
     standby.signal(signal.SIGCONT)
-    going = _sent(third)
-    wait_for(lambda: _sent(third) >= going + 3, timeout=60, what="the third beat to fire three more times")
-    assert _sent(standby) == paused_count, "the woken beat fired after losing its lease"
+    going = beat_sends(third)
+    wait_for(lambda: beat_sends(third) >= going + 3, timeout=60, what="the third beat to fire three more times")
+    assert beat_sends(standby) == paused_count, "the woken beat fired after losing its lease"

@@ -29,7 +29,8 @@ from apps.inventory.demo import seed_inventory_demo
 from apps.inventory.models import Node
 from apps.operations.demo import seed_operations_demo
 from apps.telemetry.models import IngestBatch, NodeSample
-from tests.live.stack import LiveStack, Proc, wait_for
+from tests.dashboard.test_leases_live import beat_sends, proc_of_holder
+from tests.live.stack import LiveStack, wait_for
 
 pytestmark = [pytest.mark.live, pytest.mark.heavy, pytest.mark.django_db(transaction=True)]
 
@@ -58,9 +59,6 @@ def _next(ws: ClientConnection, want: Any, timeout: float) -> dict[str, Any]:
             return dict(frame)
     raise AssertionError(f"no such frame within {timeout:.0f} s")
 
-
-def _sent(beat: Proc) -> int:
-    return beat.log().count("Sending due task")
 
 
 def test_two_of_every_process_share_the_work_and_survive_losing_one(live_stack: LiveStack) -> None:
@@ -94,13 +92,13 @@ def test_two_of_every_process_share_the_work_and_survive_losing_one(live_stack: 
         _next(ws, lambda f: f["type"] == EventType.NODE_STATE and f["data"].get("id") == node.pk, timeout=30)
 
         # Two beats, one firing: over five periods only one of them sent the schedule.
-        wait_for(lambda: sum(_sent(b) for b in beats) >= 5, timeout=60, what="five fires of the heartbeat")
-        assert sorted(_sent(b) > 0 for b in beats) == [False, True], [_sent(b) for b in beats]
+        wait_for(lambda: sum(beat_sends(b) for b in beats) >= 5, timeout=60, what="five fires of the heartbeat")
+        assert sorted(beat_sends(b) > 0 for b in beats) == [False, True], [beat_sends(b) for b in beats]
 
         # The active broadcaster dies, then a writer: frames resume, samples keep being stored.
         holder = next(h.holder for h in lease_holders() if h.name == "broadcaster")
         assert holder
-        active = next(p for p in broadcasters if p.pid == int(holder.rsplit(":", 1)[1]))
+        active = proc_of_holder(broadcasters, holder)
         killed_at = time.monotonic()
         active.kill()
         writers[0].kill()
