@@ -134,7 +134,10 @@ class Broadcaster:
                         log.info("broadcaster %s holds the lease (fence %s)", lease.holder, lease.fence)
                         self.forget()  # a new leader starts from a baseline of its own
                         leading = True
+                first = self.ticks == 0
                 self.tick(by=lease.holder if lease is not None else "")
+                if first:  # what changes from here on is pushed; what changed before is the baseline
+                    log.info("broadcaster %s: baseline set, pushing changes", lease.holder if lease else "")
             except LeaseLost:
                 log.warning("broadcaster %s lost its lease mid-tick; standing by", lease and lease.holder)
                 leading = False

@@ -174,5 +174,7 @@ def dashboard_stack(live_stack: Any) -> Any:
     telemetry_rollup(now=now, since=now - dt.timedelta(minutes=10))
 
     live_stack.web()
-    live_stack.broadcaster(interval=0.5)
+    # Its first tick sets the baseline it diffs against: an action taken before it would be in
+    # the baseline and never pushed, so the tests start acting only after it.
+    live_stack.broadcaster(interval=0.5).wait_log("baseline set, pushing changes", timeout=120)
     return live_stack

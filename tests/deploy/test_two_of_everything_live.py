@@ -35,7 +35,9 @@ from tests.live.stack import LiveStack, wait_for
 pytestmark = [pytest.mark.live, pytest.mark.heavy, pytest.mark.django_db(transaction=True)]
 
 TTL = 4.0
-ENV = {"LEASE_TTL_S": str(TTL)}
+# The seeded nodes wait for the whole stack to start before their first report: a heartbeat
+# timeout longer than that keeps them active meanwhile (the heartbeat's firing is what is measured).
+ENV = {"LEASE_TTL_S": str(TTL), "NODE_HEARTBEAT_TIMEOUT_S": "600"}
 HEARTBEAT = "apps.operations.tasks.nodes_heartbeat"
 
 
@@ -83,8 +85,8 @@ def test_two_of_every_process_share_the_work_and_survive_losing_one(live_stack: 
 
     with _socket(url_b) as ws:
         # An action through web A reaches web B's client.
-        node = Node.objects.filter(state=NodeState.ACTIVE).order_by("pk").first()
-        assert node is not None, list(Node.objects.values_list("hostname", "state"))
+        node = wait_for(lambda: Node.objects.filter(state=NodeState.ACTIVE).order_by("pk").first(), timeout=60,
+                        what="an active node")
         answer = httpx.post(f"{url_a}/api/v1/nodes/{node.pk}/cordon/",  # the capacity floor: an override
                             json={"reason": "two of everything", "override": True},
                             headers={"Authorization": f"Token {token}"}, timeout=30)

@@ -94,7 +94,8 @@ hooks.message.push((msg) => {
   if (msg.type === "drain.progress" && d.node === cfg.node_id) refreshNode();
   if (msg.type === "audit.event" && aboutThisNode(d)) warn(reread("node-audit"));
 });
-hooks.resync.push(() => refreshNode());
+// after a reconnect, the audit records pushed while away were missed: read the trail again
+hooks.resync.push((again) => Promise.all([refreshNode(), again ? reread("node-audit") : null]));
 hooks.action.push(() => refreshNode());
 // a drain (and a maintenance that drains first) takes a deadline and what to do at it
 kinds.drain = {
