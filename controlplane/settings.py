@@ -206,6 +206,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "apps.accounts.context_processors.roles",
             ],
+            # {{ value|num }} in every template: figures printed one way (static/js/format.js the same)
+            "builtins": ["apps.common.templatetags.numbers"],
         },
     },
 ]

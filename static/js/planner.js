@@ -4,6 +4,7 @@
 import { csrfToken } from "./live.js";
 import { esc } from "./actions.js";
 import { plot } from "./charts.js";
+import { num } from "./format.js";
 
 function debounce(fn, ms) {
   let t = null;
@@ -13,14 +14,13 @@ function debounce(fn, ms) {
   };
 }
 
+// Figures as every page prints them (format.js), the planner's very large and very small ones in
+// scientific notation (2.5e8 instructions a second); text stays text.
 function fmt(v) {
-  if (v === null || v === undefined) return "—";
-  if (typeof v !== "number") return String(v);
+  if (typeof v !== "number") return v === null || v === undefined ? num(v) : String(v);
   const a = Math.abs(v);
-  if (a !== 0 && (a >= 1e7 || a < 1e-3)) {
-    return v.toExponential(4).replace(/\.?0+e/, "e").replace("e+", "e");
-  }
-  return v.toLocaleString("en-US", { maximumFractionDigits: 4 });
+  if (a !== 0 && (a >= 1e7 || a < 1e-3)) return v.toExponential(4).replace(/\.?0+e/, "e").replace("e+", "e");
+  return num(v);
 }
 
 async function api(url, method, body) {

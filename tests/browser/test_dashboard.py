@@ -6,17 +6,24 @@ Screenshots go to artifacts/dashboard-*.png."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
+from apps.common.templatetags.numbers import number_text
 from apps.inventory.models import Node
 from tests.browser.conftest import login_by_cookie, screenshot
 from tests.browser.live_pages import CHARTS, OPERATOR, VIEWER, points, post_telemetry, wait_live, wait_points
 from tests.live.stack import LiveStack
 
 pytestmark = [pytest.mark.browser, pytest.mark.live]
+
+# A live figure: "–", a percentage, or a number with grouped thousands and at most two decimals.
+FIGURE = r"–|\d{1,3}(,\d{3})*(\.\d{1,2})?%?|0\.\d{1,3}"
+SAMPLES = {139.944: "140", 96.311: "96.3", 4.256: "4.26", 0.012345: "0.0123", 1216.2339: "1,216", 12: "12",
+           1234567: "1,234,567", -2.5: "-2.5", None: "–"}
 
 
 def test_it_renders_every_chart_live_and_drains_a_node_in_place(browser_page: Any,
@@ -57,6 +64,12 @@ def test_it_renders_every_chart_live_and_drains_a_node_in_place(browser_page: An
     wait_live(page)
     for name in ["queue", "util", "latency", "breakdown"]:
         assert points(page, name) > 0, f"tier chart {name} has no data"
+    # figures printed by one rule, the server's and the page's alike: no "139.944 req/s"
+    for text in page.locator("[data-live-text]").all_inner_texts():
+        assert re.fullmatch(FIGURE, text), f"a live figure printed as {text!r}"
+    printed = page.evaluate("""async (values) => { const f = await import('/static/js/format.js');
+                                 return values.map((v) => f.num(v)); }""", list(SAMPLES))
+    assert printed == [number_text(v) for v in SAMPLES] == list(SAMPLES.values())
     screenshot(page, "dashboard-tier")
 
     node = Node.objects.get(hostname="n-r1-07")

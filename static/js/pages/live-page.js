@@ -17,8 +17,8 @@ export const view = { minutes: cfg.minutes };
 export const hooks = { snapshot: [], message: [], resync: [], action: [], figure: {} };
 export const kinds = {};
 
-export function pctText(v) { return v === null || v === undefined ? "–" : Math.round(v * 100) + "%"; }
-export function numText(v) { return v === null || v === undefined ? "–" : String(v); }
+// Every figure a live page prints goes through format.js (the server's |num filter is the same rule).
+export { pct as pctText, num as numText } from "../format.js";
 
 // ---- figures ---------------------------------------------------------------------------------
 export function gd(name) { return document.querySelector('[data-figure="' + name + '"]'); }

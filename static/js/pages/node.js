@@ -53,7 +53,7 @@ function renderNode(n) {
   if (waiting) waiting.textContent = n.hold ? n.hold.waiting_for : "nothing";
   const latest = document.getElementById("node-latest");
   if (latest && n.latest) latest.textContent = "CPU " + pctText(n.latest.cpu_util) + " · memory " + pctText(n.latest.mem_util) +
-    " · " + (n.latest.in_flight ?? "unknown") + " in flight · load " + n.latest.load1 + " · " + n.latest.age_s + " s ago";
+    " · " + (n.latest.in_flight ?? "unknown") + " in flight · load " + numText(n.latest.load1) + " · " + numText(n.latest.age_s, "s") + " ago";
   n.modules.forEach((m) => {
     const row = document.querySelector('[data-module="' + m.id + '"]');
     if (!row) return;
@@ -70,8 +70,7 @@ function renderNode(n) {
     const l = m.latest;
     if (!l) return;
     // A null figure is one the agent could not read: shown as "–", never as 0.
-    const unit = (v, u) => (v === null || v === undefined ? "–" : v + u);
-    set("util", pctText(l.util)); set("temp_c", unit(l.temp_c, " °C")); set("power_w", unit(l.power_w, " W"));
+    set("util", pctText(l.util)); set("temp_c", numText(l.temp_c, "°C")); set("power_w", numText(l.power_w, "W"));
     set("link", l.link_width === null ? "–" : "×" + l.link_width + " of ×" + (l.link_width_expected ?? "?"));
     set("ecc_corrected", numText(l.ecc_corrected)); set("ecc_uncorrected", numText(l.ecc_uncorrected));
     set("errors", numText(l.errors));
