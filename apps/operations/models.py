@@ -193,8 +193,10 @@ class AutoscalerPolicy(models.Model):
 
 
 class AutoscalerDecision(models.Model):
-    """One autoscaler evaluation: its inputs, the formula's result, the
-    stabilised result, what was done and why."""
+    """An autoscaler decision: its inputs, the formula's result, the stabilised result, what was
+    done and why. Evaluations that come to the same decision as the one before (nothing to do,
+    the same numbers) extend its row (``evaluations``, ``until``, the latest inputs) instead of
+    adding one: a quiet tier gets a row when its decision changes, not one every 10 s."""
 
     tier = models.ForeignKey(Tier, on_delete=models.CASCADE, related_name="autoscaler_decisions")
     time = models.DateTimeField(db_index=True)
@@ -210,6 +212,10 @@ class AutoscalerDecision(models.Model):
     inputs = models.JSONField(default=dict, blank=True)
     scale_request = models.ForeignKey(ScaleRequest, on_delete=models.SET_NULL, null=True, blank=True,
                                       related_name="decisions")
+    evaluations = models.PositiveIntegerField(default=1, db_default=1,
+                                              help_text="Evaluations in a row that came to this decision")
+    until = models.DateTimeField(null=True, blank=True,
+                                 help_text="The latest evaluation that came to it (null: only the one at time)")
 
     class Meta:
         ordering = ["-time", "-id"]

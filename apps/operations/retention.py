@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.operations.models import AutoscalerDecision, IdempotencyRecord
@@ -18,8 +19,9 @@ def idempotency_purge(*, older_than_s: int = 86400, now: dt.datetime | None = No
 
 def operations_retention(*, now: dt.datetime | None = None, decisions_days: float = 7.0) -> dict[str, int]:
     """Hourly: forget old Idempotency-Key replies, and autoscaler decisions older than a week
-    (one per tier every 10 s) except those that started a scale request."""
+    (by their latest evaluation) except those that started a scale request."""
     now = now or timezone.now()
+    cutoff = now - dt.timedelta(days=decisions_days)
     decisions, _ = AutoscalerDecision.objects.filter(
-        time__lt=now - dt.timedelta(days=decisions_days), scale_request__isnull=True).delete()
+        Q(until__lt=cutoff) | Q(until__isnull=True, time__lt=cutoff), scale_request__isnull=True).delete()
     return {"idempotency_keys": idempotency_purge(now=now), "autoscaler_decisions": decisions}

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.audit.choices import Source
@@ -154,6 +155,32 @@ def _params(policy: AutoscalerPolicy) -> autoscaler.Params:
                              cooldown_s=policy.cooldown_s, min_nodes=lo, max_nodes=hi)
 
 
+# What makes an evaluation the same decision as the one before it (the queue depth and the inputs
+# may differ: the row keeps the latest); a skip also by its reason. A scale is always a row of its own.
+_SAME = ("action", "current", "raw_desired", "recommendation", "desired", "dry_run", "target_queue_per_node")
+_REPEATABLE = {DecisionAction.NONE, DecisionAction.DRY_RUN, DecisionAction.SKIPPED}
+
+
+def _record(**fields: Any) -> AutoscalerDecision:
+    """Record an evaluation: the tier's previous decision extended when this one is the same, else a
+    new row. Called under the policy's row lock, so two evaluations of a tier never interleave."""
+    now = fields["time"]
+    if fields["action"] in _REPEATABLE and fields.get("scale_request") is None:
+        prev = AutoscalerDecision.objects.filter(tier=fields["tier"], time__lte=now).order_by("-time", "-id").first()
+        same = (prev is not None and prev.scale_request_id is None and (prev.until or prev.time) <= now
+                and all(getattr(prev, k) == fields.get(k) for k in _SAME)
+                and (fields["action"] != DecisionAction.SKIPPED or prev.explanation == fields["explanation"]))
+        if prev is not None and same:
+            prev.evaluations += 1
+            prev.until = now
+            prev.queue_depth = fields.get("queue_depth")
+            prev.explanation = fields["explanation"]
+            prev.inputs = fields.get("inputs", {})
+            prev.save(update_fields=["evaluations", "until", "queue_depth", "explanation", "inputs"])
+            return prev
+    return AutoscalerDecision.objects.create(**fields)
+
+
 def autoscaler_run(*, tier: Tier, now: dt.datetime | None = None) -> AutoscalerDecision | None:
     """Evaluate ``tier``'s policy once and act on it (or only record, in dry run).
     One evaluation per tier at a time: a concurrent run is skipped (None)."""
@@ -168,19 +195,23 @@ def autoscaler_run(*, tier: Tier, now: dt.datetime | None = None) -> AutoscalerD
                                 "target_queue_per_node": policy.target_queue_per_node, "dry_run": policy.dry_run}
         queue = selectors.tier_queue_depth(tier=policy.tier, now=now)
         if queue is None:
-            return AutoscalerDecision.objects.create(
+            return _record(
                 **base, desired=current, action=DecisionAction.SKIPPED,
                 explanation="no queue depth from the gateway in the last "
                             f"{selectors.QUEUE_FRESH_S}s: keep {current}")
         running = ScaleRequest.objects.filter(tier=policy.tier, state=ScaleState.RUNNING).first()
         if running is not None and running.owner != Owner.AUTOSCALER:
-            return AutoscalerDecision.objects.create(
+            return _record(
                 **base, queue_depth=queue, desired=current, action=DecisionAction.SKIPPED,
                 explanation=f"{running} by {running.created_by_name} is in progress: the autoscaler waits")
         window = max(policy.scale_up_window_s, policy.scale_down_window_s)
-        history = [((t - now).total_seconds(), r) for t, r in AutoscalerDecision.objects.filter(
-            tier=policy.tier, time__gte=now - dt.timedelta(seconds=window), time__lte=now,
-            recommendation__isnull=False).values_list("time", "recommendation") if r is not None]
+        # a decision row stands for every evaluation from its time to its until, all of the same
+        # recommendation: it is in the window if its last evaluation is
+        since = now - dt.timedelta(seconds=window)
+        runs = AutoscalerDecision.objects.filter(
+            Q(time__gte=since) | Q(until__gte=since), tier=policy.tier, time__lte=now,
+            recommendation__isnull=False).values_list("time", "until", "recommendation")
+        history = [((min(until or t, now) - now).total_seconds(), r) for t, until, r in runs if r is not None]
         last = (policy.last_scaled_at - now).total_seconds() if policy.last_scaled_at else None
         d = autoscaler.decide(_params(policy), current=current, queue_depth=queue, now=0.0,
                               history=history, last_scale_at=last)
@@ -203,7 +234,7 @@ def autoscaler_run(*, tier: Tier, now: dt.datetime | None = None) -> AutoscalerD
                                         drain_deadline_s=policy.drain_deadline_s, source=Source.SYSTEM)
                 except (Conflict, ValidationError) as exc:  # the capacity guard's refusal among them
                     text = exc.detail if isinstance(exc, Conflict) else "; ".join(exc.messages)
-                    return AutoscalerDecision.objects.create(
+                    return _record(
                         **base, queue_depth=queue, raw_desired=d.raw, recommendation=d.recommendation,
                         desired=current, action=DecisionAction.SKIPPED, inputs=inputs,
                         explanation=f"{d.explanation()}; not applied: {text}")
@@ -211,7 +242,7 @@ def autoscaler_run(*, tier: Tier, now: dt.datetime | None = None) -> AutoscalerD
                 action = DecisionAction.SCALE_UP if d.desired > current else DecisionAction.SCALE_DOWN
                 policy.last_scaled_at = now
                 policy.save(update_fields=["last_scaled_at"])
-        return AutoscalerDecision.objects.create(
+        return _record(
             **base, queue_depth=queue, raw_desired=d.raw, recommendation=d.recommendation, desired=d.desired,
             action=action, explanation=d.explanation(), inputs=inputs, scale_request=sr)
 

@@ -142,3 +142,52 @@ def test_it_forgets_decisions_after_a_week_unless_they_scaled(fleet):  # type: i
     later = timezone.now() + dt.timedelta(days=8)
     assert retention.operations_retention(now=later)["autoscaler_decisions"] == 1
     assert list(AutoscalerDecision.objects.values_list("pk", flat=True)) == [scaled.pk]
+
+
+@pytest.mark.django_db
+def test_a_quiet_tier_gets_a_row_when_its_decision_changes_not_every_evaluation(fleet):  # type: ignore[no-untyped-def]
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from apps.operations.models import AutoscalerDecision
+
+    for i in range(4):
+        fleet.node(f"n-{i}")
+    AutoscalerPolicy.objects.create(tier=fleet.tier, target_queue_per_node=10, dry_run=True)
+    start = timezone.now()
+    fleet.queue(40)  # 10 per node on 4 nodes: nothing to do
+    first = scaling.autoscaler_run(tier=fleet.tier, now=start)
+    rows = [scaling.autoscaler_run(tier=fleet.tier, now=start + dt.timedelta(seconds=10 * i)) for i in range(1, 6)]
+    assert first is not None and first.action == DecisionAction.NONE
+    assert {r.pk for r in rows if r} == {first.pk} and AutoscalerDecision.objects.count() == 1
+    first.refresh_from_db()
+    assert first.evaluations == 6 and first.until == start + dt.timedelta(seconds=50)
+    assert first.time == start and first.inputs["queue_depth"] == 40
+
+    fleet.queue(80)  # the decision changes: a row of its own
+    changed = scaling.autoscaler_run(tier=fleet.tier, now=start + dt.timedelta(seconds=60))
+    assert changed is not None and changed.pk != first.pk and changed.action == DecisionAction.DRY_RUN
+    assert AutoscalerDecision.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_a_decision_extended_over_the_window_still_holds_a_scale_down_back(fleet):  # type: ignore[no-untyped-def]
+    """The stabilisation window reads a run of evaluations by its latest one: a high recommendation
+    repeated until a moment ago still keeps the tier from scaling down to a lower one."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    for i in range(4):
+        fleet.node(f"n-{i}")
+    AutoscalerPolicy.objects.create(tier=fleet.tier, target_queue_per_node=10, dry_run=True, cooldown_s=0,
+                                    scale_down_window_s=300)
+    start = timezone.now() - dt.timedelta(seconds=400)
+    fleet.queue(40)
+    for i in range(0, 350, 10):  # 4 recommended from 400 s ago until 50 s ago: one row
+        scaling.autoscaler_run(tier=fleet.tier, now=start + dt.timedelta(seconds=i))
+    fleet.queue(10)  # now 1 node would do
+    decision = scaling.autoscaler_run(tier=fleet.tier, now=start + dt.timedelta(seconds=400))
+    assert decision is not None and decision.recommendation is not None and decision.recommendation < 4
+    assert decision.desired == 4, decision.explanation  # the window still holds 4

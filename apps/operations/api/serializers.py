@@ -100,7 +100,7 @@ class AutoscalerDecisionSerializer(serializers.ModelSerializer[AutoscalerDecisio
         model = AutoscalerDecision
         fields = ["id", "tier", "tier_kind", "time", "current", "queue_depth", "target_queue_per_node",
                   "raw_desired", "recommendation", "desired", "action", "dry_run", "explanation", "inputs",
-                  "scale_request"]
+                  "scale_request", "evaluations", "until"]
         read_only_fields = fields
 
 
