@@ -34,7 +34,8 @@ def _spec(data: dict[str, Any]) -> services.Spec:
         bake_s=data["bake_s"], on_failure=data["on_failure"], max_failures=data["max_failures"],
         cohort_tolerance_pct=data["cohort_tolerance_pct"],
         drain_deadline_s=data["drain_deadline_s"], install_timeout_s=data["install_timeout_s"],
-        vectors_timeout_s=data["vectors_timeout_s"], reason=data.get("reason", ""))
+        vectors_timeout_s=data["vectors_timeout_s"], reason=data.get("reason", ""),
+        override=data.get("override") or ())
 
 
 class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
@@ -51,8 +52,9 @@ class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cr
 
     @extend_schema(request=s.RolloutCreateSerializer, parameters=[IDEMPOTENCY],
                    responses={201: s.RolloutSerializer, 409: s.RolloutConflictSerializer},
-                   summary="Start a rollout of a validated combination (409 naming its state otherwise, or the "
-                           "module type's active rollout)")
+                   summary="Start a rollout of a validated combination when every dry-run gate passes, or past "
+                           "the failing ones named in override (409 naming the combination's state, the module "
+                           "type's active rollout, or the failing gates not overridden)")
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         def run() -> Response:
             ser = s.RolloutCreateSerializer(data=request.data)
