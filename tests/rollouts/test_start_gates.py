@@ -1,7 +1,7 @@
 """A rollout starts only when every dry-run gate passes, or past the failing ones an operator names in
 ``override`` with a reason: a 409 naming the failing gates otherwise, a 400 for overriding a gate
 that passes. A downgrade (the target older than the pin) is such a gate; the health gate counts only
-the findings the rollout will not fix."""
+the findings the rollout will not fix. A preview writes nothing, so a viewer may ask for one."""
 
 from __future__ import annotations
 
@@ -138,3 +138,10 @@ def test_drift_on_the_nodes_the_rollout_moves_is_expected_and_other_findings_cou
     assert gate["ok"] is False and "temperature on module n-1-m0 on n-1" in gate["detail"], gate
     assert "module:" not in gate["detail"]
 
+
+def test_a_viewer_may_preview_but_not_start(rfleet: RolloutFleet, viewer_api: APIClient) -> None:
+    _fleet(rfleet)
+    preview = viewer_api.post("/api/v1/rollouts/preview/", _body(rfleet), format="json")
+    assert preview.status_code == 200 and preview.json()["failing"] == [], preview.json()
+    refused = viewer_api.post("/api/v1/rollouts/", _body(rfleet), format="json")
+    assert refused.status_code == 403 and Rollout.objects.count() == 0

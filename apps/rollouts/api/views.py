@@ -12,7 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.common.permissions import ViewerReadOperatorWrite
+from apps.common.permissions import ViewerAll, ViewerReadOperatorWrite
 from apps.inventory import scopes
 from apps.operations.idempotency import HEADER, idempotent
 from apps.rollouts import selectors, services
@@ -40,7 +40,7 @@ def _spec(data: dict[str, Any]) -> services.Spec:
 
 class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                      viewsets.GenericViewSet[Rollout]):
-    """Driver rollouts: operators preview, start and control them; viewers read."""
+    """Driver rollouts: operators start and control them; viewers read and preview."""
 
     serializer_class = s.RolloutSerializer
     permission_classes = [ViewerReadOperatorWrite]
@@ -67,9 +67,11 @@ class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cr
 
     @extend_schema(request=s.RolloutInputSerializer, responses={200: s.PreviewSerializer,
                                                                 409: s.RolloutConflictSerializer},
-                   summary="What a rollout would do, nothing written: waves node by node, each tier's capacity "
-                           "during each wave against its floor, skipped nodes, the gates as a dry run")
-    @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None)
+                   summary="What a rollout would do, nothing written (so viewers may ask): waves node by node, "
+                           "each tier's capacity during each wave against its floor, skipped nodes, the gates as "
+                           "a dry run")
+    @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None,
+            permission_classes=[ViewerAll])
     def preview(self, request: Request) -> Response:
         ser = s.RolloutInputSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
