@@ -35,6 +35,9 @@ COHORT_BASELINE_S = 3600
 # others refuse a start on their own before the gates are read (a combination not validated, no
 # published suite, another active rollout of the module type).
 OVERRIDABLE_GATES = ("health", "downgrade")
+# Each dry-run gate as the pages name it.
+GATE_TITLES = {"combination": "Combination", "downgrade": "Downgrade", "vectors": "Vectors", "health": "Health",
+               "bake": "Bake", "cohort": "Cohort", "one_active_rollout": "One active rollout"}
 # The check whose findings a rollout fixes on the modules it moves (apps.health.checks): a module's
 # versions differ from its type's pin until the rollout completes and pins its target.
 VERSION_DRIFT = "version_drift"
@@ -115,8 +118,8 @@ def downgrade_now(combination: VersionCombination) -> dict[str, Any]:
 
 def dry_run(*, combination: VersionCombination, module_type: ModuleType, suite: Suite | None, node_ids: list[int],
             bake_s: int, cohort_tolerance_pct: int, active: Rollout | None) -> dict[str, dict[str, Any]]:
-    """Every gate evaluated on the fleet now, nothing written; a failing gate says whether an operator
-    may override it (``overridable``)."""
+    """Every gate evaluated on the fleet now, nothing written: each with its title, and whether an
+    operator may start past it when it fails (``overridable``)."""
     gates: dict[str, dict[str, Any]] = {
         "combination": {"ok": True, "state": combination.state},
         "downgrade": downgrade_now(combination),
@@ -133,6 +136,7 @@ def dry_run(*, combination: VersionCombination, module_type: ModuleType, suite: 
                                "detail": f"rollout #{active.pk} is {active.state}" if active else "none active"},
     }
     for name, gate in gates.items():
+        gate["title"] = GATE_TITLES[name]
         gate["overridable"] = name in OVERRIDABLE_GATES
     return gates
 
