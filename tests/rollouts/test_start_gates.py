@@ -106,6 +106,11 @@ def test_a_downgrade_is_flagged_in_the_preview_and_needs_its_override(
     assert preview.json()["pinned"] == {"driver": "2.3.1", "framework": "1.18.0"}
     refused = operator_api.post("/api/v1/rollouts/", _body(rfleet, combination=older.pk), format="json")
     assert refused.status_code == 409 and refused.json()["gates"] == ["downgrade"], refused.json()
+    ecc = _finding("ecc", node=Node.objects.get(hostname="n-2"))
+    one_of_two = operator_api.post("/api/v1/rollouts/", _body(rfleet, combination=older.pk, override=["downgrade"]),
+                                   format="json")
+    assert one_of_two.status_code == 409 and one_of_two.json()["gates"] == ["health"], one_of_two.json()
+    ecc.delete()
     started = operator_api.post("/api/v1/rollouts/", _body(rfleet, combination=older.pk, override=["downgrade"],
                                                            reason="2.3.1 loses precision on QLinearMatMul"),
                                 format="json")
