@@ -9,7 +9,7 @@ without its row.
 The role policy:
 
 - **viewer** reads everything operators see (fleet, inventory, telemetry, audit,
-  planner computations); **operator** also acts on the fleet (cordon, drain,
+  planner computations, rollout previews); **operator** also acts on the fleet (cordon, drain,
   maintenance, quarantine, scaling, autoscaler policies, commands to agents,
   simulator faults, acknowledging and silencing health findings, regression vector
   suites and runs, validating a candidate
@@ -197,9 +197,9 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "api/v1/vector-results/<pk>/": READ,
     "api/v1/version-combinations/<int:pk>/validate/": OPERATOR_ACTION,
     "api/v1/agent/vectors/<str:sha256>/": {"GET": NODE_AGENTS},
-    # Driver rollouts: operators steer them.
+    # Driver rollouts: operators steer them; a preview writes nothing, so viewers may ask for one.
     "api/v1/rollouts/": READ_WRITE_OPERATOR,
-    "api/v1/rollouts/preview/": OPERATOR_ACTION,
+    "api/v1/rollouts/preview/": COMPUTE,
     "api/v1/rollouts/<pk>/": READ,
     "api/v1/rollouts/<pk>/nodes/": READ,
     "api/v1/rollouts/<pk>/cohorts/": READ,

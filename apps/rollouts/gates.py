@@ -1,7 +1,9 @@
-"""The gates a rollout's wave passes before the next starts: vectors and health when the wave's nodes
-are done (``wave_gates``), then, after the bake window, the cohort gate (the upgraded nodes against
-the not-yet-upgraded ones, ``cohort_gate``). Reads only: what a failed gate does is the rollout's
-transition (``transitions.gate_failed``)."""
+"""The gates of a rollout. Before it starts, the dry run (``dry_run``): each gate evaluated on the
+fleet now, the ones an operator may override named in ``OVERRIDABLE_GATES``. Then the gates a wave
+passes before the next starts: vectors and health when the wave's nodes are done (``wave_gates``),
+then, after the bake window, the cohort gate (the upgraded nodes against the not-yet-upgraded ones,
+``cohort_gate``). Reads only: what a failed gate does is the rollout's transition
+(``transitions.gate_failed``), what a failed dry run does is the create's (``services``)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,14 @@ from typing import Any
 
 import apps.telemetry.selectors.cohorts as telemetry_selectors
 from apps.health import selectors as health_selectors
+from apps.health.models import Finding
+from apps.inventory.choices import CombinationState
+from apps.inventory.models import ModuleType, VersionCombination
+from apps.inventory.versions import is_older
 from apps.rollouts.choices import Step
 from apps.rollouts.models import Rollout, RolloutNode
 from apps.vectors.choices import RunState
+from apps.vectors.models import Suite
 
 # The cohort gate compares a stage only when each cohort served at least this many requests in it over
 # the bake window; the limits add a little absolute slack (a control cohort with no error at all).
@@ -24,12 +31,130 @@ COHORT_SLACK_ERROR_RATE = 0.001
 COHORT_BASELINE_S = 3600
 
 
+# The dry-run gates that fail a start unless an operator overrides them by name with a reason. The
+# others refuse a start on their own before the gates are read (a combination not validated, no
+# published suite, another active rollout of the module type).
+OVERRIDABLE_GATES = ("health", "downgrade")
+# Each dry-run gate as the pages name it.
+GATE_TITLES = {"combination": "Combination", "downgrade": "Downgrade", "vectors": "Vectors", "health": "Health",
+               "bake": "Bake", "cohort": "Cohort", "one_active_rollout": "One active rollout"}
+# The check whose findings a rollout fixes on the modules it moves (apps.health.checks): a module's
+# versions differ from its type's pin until the rollout completes and pins its target.
+VERSION_DRIFT = "version_drift"
+
+
+def finding_subject(f: Finding) -> str:
+    """A finding's subject as operators name it: the node's hostname, the module's serial, the tier."""
+    if f.module is not None:
+        node = f.node.hostname if f.node is not None else ""
+        return f"module {f.module.serial}" + (f" on {node}" if node else "")
+    if f.node is not None:
+        return f.node.hostname
+    if f.tier is not None:
+        return f"tier {f.tier.name}"
+    return f.subject_key
+
+
+def split_findings(found: list[Finding], *, module_type_id: int,
+                   moved: set[int]) -> tuple[list[Finding], list[Finding]]:
+    """The findings a rollout will not fix, and the ones it will: version drift of its module type's
+    modules on the nodes it moves to its target."""
+    counted: list[Finding] = []
+    fixed: list[Finding] = []
+    for f in found:
+        ours = (f.check_name == VERSION_DRIFT and f.module is not None
+                and f.module.module_type_id == module_type_id and f.module.node_id in moved)
+        (fixed if ours else counted).append(f)
+    return counted, fixed
+
+
+def _findings_text(found: list[Finding]) -> str:
+    return "; ".join(f"{f.check_name} on {finding_subject(f)}" for f in found[:5]) + (
+        f" (and {len(found) - 5} more)" if len(found) > 5 else "")
+
+
+def _finding_rows(found: list[Finding]) -> list[dict[str, Any]]:
+    return [{"id": f.pk, "check": f.check_name, "subject": finding_subject(f), "severity": f.severity,
+             "summary": f.summary} for f in found]
+
+
+def health_now(*, module_type_id: int, node_ids: list[int]) -> dict[str, Any]:
+    """The health gate as a dry run: the active findings on the nodes the rollout moves, counting only
+    the ones it will not fix."""
+    counted, fixed = split_findings(health_selectors.findings_since(node_ids=node_ids, since=None),
+                                    module_type_id=module_type_id, moved=set(node_ids))
+    if counted:
+        detail = f"{len(counted)} active finding(s) the rollout will not fix: {_findings_text(counted)}"
+    else:
+        detail = "no active finding on the nodes in scope that the rollout will not fix; each wave must add none"
+    if fixed:
+        detail += (f"; {len(fixed)} version-drift finding(s) on nodes it moves to the target are expected "
+                   "(the rollout fixes them)")
+    return {"ok": not counted, "detail": detail, "findings": _finding_rows(counted), "expected": _finding_rows(fixed)}
+
+
+def downgrade_now(combination: VersionCombination) -> dict[str, Any]:
+    """The target against the module type's pinned combination, component by component: a driver or
+    framework older than the pinned one is a downgrade."""
+    pinned = (VersionCombination.objects.filter(module_type_id=combination.module_type_id,
+                                                state=CombinationState.PINNED)
+              .select_related("driver", "framework").first())
+    if pinned is None:
+        return {"ok": True, "detail": "no pinned combination to compare with", "pinned": None, "older": []}
+    older = [{"component": name, "target": target, "pinned": now}
+             for name, target, now in (("driver", combination.driver.version, pinned.driver.version),
+                                       ("framework", combination.framework.version, pinned.framework.version))
+             if is_older(target, now)]
+    pin = {"driver": pinned.driver.version, "framework": pinned.framework.version}
+    if older:
+        detail = "downgrade: " + "; ".join(f"{o['component']} {o['target']} is older than the pinned {o['pinned']}"
+                                           for o in older)
+    elif pinned.pk == combination.pk:
+        detail = "the target is the pinned combination"
+    else:
+        detail = f"not older than the pinned {pin['driver']} + {pin['framework']}"
+    return {"ok": not older, "detail": detail, "pinned": pin, "older": older}
+
+
+def dry_run(*, combination: VersionCombination, module_type: ModuleType, suite: Suite | None, node_ids: list[int],
+            bake_s: int, cohort_tolerance_pct: int, active: Rollout | None) -> dict[str, dict[str, Any]]:
+    """Every gate evaluated on the fleet now, nothing written: each with its title, and whether an
+    operator may start past it when it fails (``overridable``)."""
+    gates: dict[str, dict[str, Any]] = {
+        "combination": {"ok": True, "state": combination.state},
+        "downgrade": downgrade_now(combination),
+        "vectors": {"ok": suite is not None,
+                    "detail": (f"each upgraded node's modules must pass suite {suite}" if suite
+                               else "no published suite to run")},
+        "health": health_now(module_type_id=module_type.pk, node_ids=node_ids),
+        "bake": {"ok": True, "detail": f"{bake_s} s after each wave"},
+        "cohort": {"ok": True, "detail": (
+            f"after each wave's bake: the upgraded nodes' per-stage p95 latency and error rate within "
+            f"{cohort_tolerance_pct} % of the nodes not upgraded yet (per-node stage rollups; the "
+            f"latency against each cohort's own figures of the hour before the rollout where it has them)")},
+        "one_active_rollout": {"ok": active is None,
+                               "detail": f"rollout #{active.pk} is {active.state}" if active else "none active"},
+    }
+    for name, gate in gates.items():
+        gate["title"] = GATE_TITLES[name]
+        gate["overridable"] = name in OVERRIDABLE_GATES
+    return gates
+
+
+def failing(gates: dict[str, dict[str, Any]]) -> list[str]:
+    return [name for name, gate in gates.items() if not gate["ok"]]
+
+
 def health_gate(r: Rollout, node_ids: list[int], since: dt.datetime | None) -> dict[str, Any]:
-    """No new health finding on the upgraded nodes or their modules since the wave began."""
-    found = health_selectors.findings_since(node_ids=node_ids, since=since)
+    """No new health finding on the upgraded nodes or their modules since the wave began, but the
+    version drift the rollout fixes (its target is pinned when it completes)."""
+    found, fixed = split_findings(health_selectors.findings_since(node_ids=node_ids, since=since),
+                                  module_type_id=r.module_type_id, moved=set(node_ids))
     detail = f"{len(found)} new finding(s) on upgraded nodes"
     if found:
-        detail += ": " + "; ".join(f"{f.check_name} on {f.subject_key}" for f in found[:5])
+        detail += ": " + _findings_text(found)
+    if fixed:
+        detail += f"; {len(fixed)} version-drift finding(s) expected until the target is pinned"
     return {"ok": not found, "detail": detail, "findings": len(found)}
 
 

@@ -55,6 +55,10 @@ class Rollout(models.Model):
     wave_count = models.PositiveIntegerField(default=0)
     wave_finished_at = models.DateTimeField(null=True, blank=True)
     reason = models.TextField(blank=True, default="", help_text="Why it was started")
+    overrides = models.JSONField(
+        default=list, db_default=models.Value([], output_field=models.JSONField()), blank=True,
+        help_text="Dry-run gates that failed at the start and the starter overrode (the rollout's reason says why): "
+                  "each gate's name and what it said")
     message = models.TextField(blank=True, default="", help_text="Why it paused, stopped or rolled back")
     waiting_for = models.CharField(max_length=1000, blank=True, default="")
     plan = models.JSONField(default=dict, blank=True, help_text="The waves and capacity figures at creation")

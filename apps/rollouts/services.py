@@ -18,14 +18,13 @@ from apps.audit.choices import Source
 from apps.audit.services import actor_identity, actor_name, audit_record
 from apps.common.errors import Conflict
 from apps.common.events import FLEET_GROUP, publish
-from apps.health import selectors as health_selectors
 from apps.inventory import scopes
 from apps.inventory.choices import CombinationState, NodeState
 from apps.inventory.models import ModuleType, Node, Rack, Tier, VersionCombination
 from apps.operations import selectors as op_selectors
 from apps.operations.choices import ACTIVE_DRAIN_STATES
 from apps.operations.models import Drain
-from apps.rollouts import planner, transitions
+from apps.rollouts import gates, planner, transitions
 from apps.rollouts.choices import (
     ACTIVE_ROLLOUT_STATES,
     IN_PROGRESS_STEPS,
@@ -64,6 +63,7 @@ class Spec:
     install_timeout_s: int = 600
     vectors_timeout_s: int = 600
     reason: str = ""
+    override: Sequence[str] = ()  # failing dry-run gates the operator starts past, by name (with ``reason``)
 
 
 @dataclass
@@ -72,15 +72,6 @@ class Scoped:
     skipped: list[tuple[Node, str]] = field(default_factory=list)
     tiers: dict[int, planner.TierBudget] = field(default_factory=dict)
     versions: dict[int, list[dict[str, str]]] = field(default_factory=dict)
-
-
-def _health_now(node_ids: list[int]) -> dict[str, Any]:
-    """The health gate as a dry run: active findings on the nodes in scope now."""
-    found = health_selectors.findings_since(node_ids=node_ids, since=None)
-    detail = (f"{len(found)} active finding(s) on nodes in scope now: "
-              + "; ".join(f"{f.check_name} on {f.subject_key}" for f in found[:5])) if found else \
-        "no active finding on the nodes in scope; each wave must add none on its upgraded nodes"
-    return {"ok": not found, "detail": detail}
 
 
 def default_suite(combination: VersionCombination) -> Suite | None:
@@ -202,7 +193,7 @@ def preview(spec: Spec) -> dict[str, Any]:
             n["from"] = scoped.versions.get(n["node"], [])
             n["to"] = target
     suite = spec.suite or default_suite(combination)
-    active = Rollout.objects.filter(module_type=spec.module_type, state__in=ACTIVE_ROLLOUT_STATES).first()
+    dry = _dry_run(spec, scoped, suite)
     return {
         "combination": combination.pk, "module_type": spec.module_type.pk, "target": target,
         "suite": suite.pk if suite else None,
@@ -212,27 +203,48 @@ def preview(spec: Spec) -> dict[str, Any]:
                    "min_active_nodes": t.min_active_nodes, "binding": t.binding,
                    "budget": planner.budget(planner.parse_max_unavailable(spec.max_unavailable), t)}
                   for t in scoped.tiers.values()],
-        "gates": {
-            "combination": {"ok": True, "state": combination.state},
-            "vectors": {"ok": suite is not None,
-                        "detail": (f"each upgraded node's modules must pass suite {suite}" if suite
-                                   else "no published suite to run")},
-            "health": _health_now([p.node_id for p in scoped.planned]),
-            "bake": {"ok": True, "detail": f"{spec.bake_s} s after each wave"},
-            "cohort": {"ok": True, "detail": (
-                f"after each wave's bake: the upgraded nodes' per-stage p95 latency and error rate within "
-                f"{spec.cohort_tolerance_pct} % of the nodes not upgraded yet (per-node stage rollups; the "
-                f"latency against each cohort's own figures of the hour before the rollout where it has them)")},
-            "one_active_rollout": {"ok": active is None,
-                                   "detail": f"rollout #{active.pk} is {active.state}" if active else "none active"},
-        },
+        "pinned": dry["downgrade"]["pinned"],
+        "gates": dry,
+        "failing": gates.failing(dry),
     }
+
+
+def _dry_run(spec: Spec, scoped: Scoped, suite: Suite | None) -> dict[str, dict[str, Any]]:
+    active = Rollout.objects.filter(module_type=spec.module_type, state__in=ACTIVE_ROLLOUT_STATES).first()
+    return gates.dry_run(combination=spec.combination, module_type=spec.module_type, suite=suite,
+                         node_ids=[p.node_id for p in scoped.planned], bake_s=spec.bake_s,
+                         cohort_tolerance_pct=spec.cohort_tolerance_pct, active=active)
+
+
+def _check_gates(spec: Spec, dry: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
+    """Every dry-run gate passes, or each failing one is overridden by name: 400 for overriding a gate
+    that passed, 409 naming the failing gates not overridden. Returns the overrides to record."""
+    asked = list(dict.fromkeys(spec.override))
+    refused = [name for name in asked if name not in gates.OVERRIDABLE_GATES]
+    if refused:
+        raise ValidationError({"override": [f"{name!r} is not a gate an operator may override (only "
+                                            f"{', '.join(gates.OVERRIDABLE_GATES)})" for name in refused]})
+    passed = [name for name in asked if dry[name]["ok"]]
+    if passed:
+        raise ValidationError({"override": [f"the {name} gate passes; there is nothing to override"
+                                            for name in passed]})
+    failing = gates.failing(dry)
+    left = [name for name in failing if name not in asked]
+    if left:
+        named = "; ".join(f"{name}: {dry[name].get('detail', '')}" for name in left)
+        how = (" Override them by name (override: [" + ", ".join(f'"{n}"' for n in left) + "]) with a reason to "
+               "start anyway." if all(dry[n]["overridable"] for n in left) else "")
+        raise Conflict(f"gate(s) failing: {named}.{how}",
+                       extra={"field": "override", "gates": left})
+    return [{"gate": name, "detail": str(dry[name].get("detail", ""))} for name in asked]
 
 
 @transaction.atomic
 def rollout_create(*, spec: Spec, actor: Any, source: str = Source.API) -> Rollout:
-    """Plan and start a rollout: 409 unless the combination is validated, or while another rollout
-    of the module type is active; 400 naming the field for bad input. Nothing is written on error."""
+    """Plan and start a rollout: 409 unless the combination is validated, while another rollout of
+    the module type is active, or while a dry-run gate fails that ``spec.override`` does not name; 400
+    naming the field for bad input. The overridden gates are kept on the rollout and named in its
+    audit record. Nothing is written on error."""
     ModuleType.objects.select_for_update().filter(pk=spec.module_type.pk).first()  # one create per type at once
     combination = VersionCombination.objects.select_for_update().select_related(
         "module_type", "driver", "framework").get(pk=spec.combination.pk)
@@ -251,6 +263,7 @@ def rollout_create(*, spec: Spec, actor: Any, source: str = Source.API) -> Rollo
     suite = spec.suite or default_suite(combination)
     if suite is None:
         raise ValidationError({"suite": "no published vector suite to validate upgraded nodes with"})
+    overrides = _check_gates(spec, _dry_run(spec, scoped, suite))
     plan = {"waves": planner.describe(waves, scoped.tiers, spec.max_unavailable),
             "skipped": [{"node": n.pk, "hostname": n.hostname, "reason": r} for n, r in scoped.skipped]}
     user, name = actor_identity(actor)
@@ -266,6 +279,7 @@ def rollout_create(*, spec: Spec, actor: Any, source: str = Source.API) -> Rollo
                 cohort_tolerance_pct=spec.cohort_tolerance_pct,
                 drain_deadline_s=spec.drain_deadline_s, install_timeout_s=spec.install_timeout_s,
                 vectors_timeout_s=spec.vectors_timeout_s, wave_count=len(waves), reason=spec.reason, plan=plan,
+                overrides=overrides,
                 created_by=user, created_by_name=name,
                 waiting_for="waiting for the controller to start the canary")
     except IntegrityError as exc:
@@ -287,7 +301,9 @@ def rollout_create(*, spec: Spec, actor: Any, source: str = Source.API) -> Rollo
     audit_record(actor=actor, action="rollout.create", target=rollout, source=source, reason=spec.reason,
                  changes={"combination": [None, str(combination)], "waves": [None, len(waves)],
                           "nodes": [None, sum(len(w.nodes) for w in waves)],
-                          "skipped": [None, len(scoped.skipped)]})
+                          "skipped": [None, len(scoped.skipped)],
+                          **({"overrides": [None, [f"{o['gate']}: {o['detail']}" for o in overrides]]}
+                             if overrides else {})})
     for node, why in scoped.skipped:
         audit_record(actor=actor, action="rollout.node.skipped", target=node, source=source, reason=why,
                      related=rollout)

@@ -37,7 +37,8 @@ def _rollout_with_cohorts() -> Rollout:
         "module_type", "driver", "framework").first()
     assert combination is not None
     spec = services.Spec(combination=combination, module_type=combination.module_type, suite=suite, bake_s=600,
-                         racks=[Rack.objects.get(name="rack-1")], wave_size=2, reason="new driver")
+                         racks=[Rack.objects.get(name="rack-1")], wave_size=2,
+                         reason="back to the validated driver", override=["downgrade"])  # older than the pin
     rollout = services.rollout_create(spec=spec, actor="test")
     now = timezone.now().replace(second=0, microsecond=0)
     canary = rollout.nodes.select_related("node").get(wave=0)

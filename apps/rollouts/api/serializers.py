@@ -9,6 +9,7 @@ from apps.common.serializers import ErrorSerializer
 from apps.inventory.models import ModuleType, Node, Rack, Tier, VersionCombination
 from apps.rollouts import selectors
 from apps.rollouts.choices import OnFailure
+from apps.rollouts.gates import OVERRIDABLE_GATES
 from apps.rollouts.models import Rollout, RolloutNode
 from apps.rollouts.planner import PlanError, canary_text, parse_canary, parse_max_unavailable
 from apps.vectors.models import Suite
@@ -71,6 +72,10 @@ class RolloutInputSerializer(serializers.Serializer[Any]):
 
 class RolloutCreateSerializer(RolloutInputSerializer):
     reason = serializers.CharField(max_length=2000, help_text="Why: recorded with the rollout and every step")
+    override = serializers.ListField(
+        child=serializers.ChoiceField(choices=OVERRIDABLE_GATES), required=False, default=list, max_length=10,
+        help_text="Failing dry-run gates to start past, by name (the reason says why); without it a failing gate "
+                  "is a 409 naming it, and overriding a gate that passes is a 400")
 
     def validate_reason(self, value: str) -> str:
         if not value.strip():
@@ -89,7 +94,7 @@ class RolloutSerializer(serializers.ModelSerializer[Rollout]):
         fields = ["id", "combination", "combination_name", "module_type", "module_type_name", "suite", "scope",
                   "canary", "wave_size", "max_unavailable", "bake_s", "on_failure", "cohort_tolerance_pct",
                   "max_failures", "drain_deadline_s", "install_timeout_s", "vectors_timeout_s", "state", "current_wave",
-                  "wave_count", "wave_finished_at", "reason", "message", "waiting_for", "plan", "gates",
+                  "wave_count", "wave_finished_at", "reason", "overrides", "message", "waiting_for", "plan", "gates",
                   "progress", "created_by_name", "created_at", "started_at", "finished_at"]
         read_only_fields = fields
 
@@ -125,7 +130,12 @@ class PreviewSerializer(serializers.Serializer[Any]):
                                             "capacity per tier (active_before, out, active_during, need, floor, ok)")
     skipped = serializers.ListField(child=serializers.DictField(), help_text="node, hostname, reason")
     tiers = serializers.ListField(child=serializers.DictField())
-    gates = serializers.DictField(help_text="Each gate evaluated now on the current fleet (a dry run)")
+    pinned = serializers.DictField(child=serializers.CharField(), allow_null=True,
+                                   help_text="The module type's pinned driver and framework, if any")
+    gates = serializers.DictField(help_text="Each gate evaluated now on the current fleet (a dry run): ok, detail, "
+                                            "overridable (an operator may start past it, naming it in override)")
+    failing = serializers.ListField(child=serializers.CharField(),
+                                    help_text="The gates that fail now: a start needs each overridden, or is a 409")
 
 
 class RolloutConflictSerializer(ErrorSerializer):
@@ -133,6 +143,8 @@ class RolloutConflictSerializer(ErrorSerializer):
     field = serializers.CharField(required=False)
     state = serializers.CharField(required=False)
     rollout = serializers.IntegerField(required=False)
+    gates = serializers.ListField(child=serializers.CharField(), required=False,
+                                  help_text="The failing dry-run gates a start did not override")
 
 
 class CohortSerializer(serializers.Serializer[Any]):

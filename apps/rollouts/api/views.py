@@ -12,7 +12,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from apps.common.permissions import ViewerReadOperatorWrite
+from apps.common.permissions import ViewerAll, ViewerReadOperatorWrite
 from apps.inventory import scopes
 from apps.operations.idempotency import HEADER, idempotent
 from apps.rollouts import selectors, services
@@ -34,12 +34,13 @@ def _spec(data: dict[str, Any]) -> services.Spec:
         bake_s=data["bake_s"], on_failure=data["on_failure"], max_failures=data["max_failures"],
         cohort_tolerance_pct=data["cohort_tolerance_pct"],
         drain_deadline_s=data["drain_deadline_s"], install_timeout_s=data["install_timeout_s"],
-        vectors_timeout_s=data["vectors_timeout_s"], reason=data.get("reason", ""))
+        vectors_timeout_s=data["vectors_timeout_s"], reason=data.get("reason", ""),
+        override=data.get("override") or ())
 
 
 class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
                      viewsets.GenericViewSet[Rollout]):
-    """Driver rollouts: operators preview, start and control them; viewers read."""
+    """Driver rollouts: operators start and control them; viewers read and preview."""
 
     serializer_class = s.RolloutSerializer
     permission_classes = [ViewerReadOperatorWrite]
@@ -51,8 +52,9 @@ class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cr
 
     @extend_schema(request=s.RolloutCreateSerializer, parameters=[IDEMPOTENCY],
                    responses={201: s.RolloutSerializer, 409: s.RolloutConflictSerializer},
-                   summary="Start a rollout of a validated combination (409 naming its state otherwise, or the "
-                           "module type's active rollout)")
+                   summary="Start a rollout of a validated combination when every dry-run gate passes, or past "
+                           "the failing ones named in override (409 naming the combination's state, the module "
+                           "type's active rollout, or the failing gates not overridden)")
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         def run() -> Response:
             ser = s.RolloutCreateSerializer(data=request.data)
@@ -65,9 +67,11 @@ class RolloutViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Cr
 
     @extend_schema(request=s.RolloutInputSerializer, responses={200: s.PreviewSerializer,
                                                                 409: s.RolloutConflictSerializer},
-                   summary="What a rollout would do, nothing written: waves node by node, each tier's capacity "
-                           "during each wave against its floor, skipped nodes, the gates as a dry run")
-    @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None)
+                   summary="What a rollout would do, nothing written (so viewers may ask): waves node by node, "
+                           "each tier's capacity during each wave against its floor, skipped nodes, the gates as "
+                           "a dry run")
+    @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None,
+            permission_classes=[ViewerAll])
     def preview(self, request: Request) -> Response:
         ser = s.RolloutInputSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
