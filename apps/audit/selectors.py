@@ -33,12 +33,15 @@ def audit_filter_choices() -> dict[str, list[str]]:
     }
 
 
-# Audit actions not worth an operator's glance on the live pages (agent credentials churn).
-QUIET_ACTIONS = ("agent_token.",)
+# Routine machine traffic, not worth an operator's glance: agent credentials churn, agents
+# answering the commands sent to them (the command's own record, naming who sent it and why,
+# stays). The live pages leave it out, the audit log page hides it unless asked (chatter=true);
+# the API returns every record unless asked not to (chatter=false).
+CHATTER_ACTIONS = ("agent_token.", "node_command.finish")
 
 
-def _loud(qs: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
-    for prefix in QUIET_ACTIONS:
+def without_chatter(qs: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
+    for prefix in CHATTER_ACTIONS:
         qs = qs.exclude(action__startswith=prefix)
     return qs
 
@@ -51,14 +54,14 @@ def audit_brief(event: AuditEvent) -> dict[str, Any]:
 
 
 def audit_tail(*, since_id: int, upto_id: int) -> list[dict[str, Any]]:
-    """Records with since_id < id <= upto_id (the newest 50 of them, quiet ones left out), oldest first."""
-    qs = _loud(AuditEvent.objects.filter(pk__gt=since_id, pk__lte=upto_id)).order_by("-pk")[:50]
+    """Records with since_id < id <= upto_id (the newest 50 of them, chatter left out), oldest first."""
+    qs = without_chatter(AuditEvent.objects.filter(pk__gt=since_id, pk__lte=upto_id)).order_by("-pk")[:50]
     return [audit_brief(e) for e in reversed(list(qs))]
 
 
 def audit_recent(*, limit: int = 15, target_type: str | None = None, target_id: str | None = None
                  ) -> list[dict[str, Any]]:
-    qs = _loud(AuditEvent.objects.order_by("-pk"))
+    qs = without_chatter(AuditEvent.objects.order_by("-pk"))
     if target_type:
         qs = qs.filter(target_type=target_type)
     if target_id:

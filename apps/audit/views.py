@@ -9,7 +9,7 @@ from django.views.generic import ListView
 
 from apps.audit.filtersets import AuditEventFilterSet
 from apps.audit.models import AuditEvent
-from apps.audit.selectors import audit_event_list, audit_filter_choices
+from apps.audit.selectors import CHATTER_ACTIONS, audit_event_list, audit_filter_choices, without_chatter
 from apps.common.pages import page_config
 from apps.common.views import ViewerRequiredMixin, filter_data
 
@@ -22,7 +22,15 @@ class AuditLogView(ViewerRequiredMixin, ListView):
     paginate_by = PAGE_SIZE
 
     def get_queryset(self) -> QuerySet[AuditEvent]:
-        self.filterset = AuditEventFilterSet(filter_data(self.request.GET), queryset=audit_event_list())
+        # the page hides routine machine records unless asked (chatter=true); the API shows them all
+        data = filter_data(self.request.GET)
+        self.filterset = AuditEventFilterSet(data, queryset=audit_event_list())
+        asked = (data.get("action", "") + data.get("action_prefix", "")) if data is not None else ""
+        self.chatter = data is not None and (data.get("chatter") in ("true", "True", "1")
+                                             or any(asked.startswith(p) for p in CHATTER_ACTIONS))
+        if not self.chatter:
+            base = without_chatter(audit_event_list())
+            self.filterset = AuditEventFilterSet(data, queryset=base)
         if self.filterset.is_bound and not self.filterset.is_valid():
             return audit_event_list().none()
         return self.filterset.qs
@@ -33,5 +41,5 @@ class AuditLogView(ViewerRequiredMixin, ListView):
         ctx.update(page_config(self.request, socket="/ws/fleet/", page="audit", figures_url=""),
                    figures={}, snapshot=None)
         ctx.update(nav="audit", filter=self.filterset, choices=audit_filter_choices(),
-                   filtered=self.filterset.is_bound)
+                   filtered=self.filterset.is_bound, chatter=self.chatter)
         return ctx

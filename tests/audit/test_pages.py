@@ -109,3 +109,26 @@ def test_it_treats_an_empty_filter_form_as_no_filter(viewer: Client, events: lis
     response = viewer.get("/audit/?actor=&action=&target_type=&since=&until=&page=1")
     assert len(response.context["events"]) == 3
     assert "match the filters" not in response.content.decode()
+
+
+def test_it_hides_agent_and_system_chatter_unless_asked(viewer: Client, events: list[AuditEvent],
+                                                        viewer_api: Any) -> None:
+    audit_record(actor="agent:n-r1-08", action="node_command.finish", target_type="node", target_id="8",
+                 target_repr="n-r1-08", reason="install_versions: ok")
+    audit_record(actor="system", action="agent_token.rotate", target_type="node", target_id="8",
+                 target_repr="n-r1-08")
+
+    def shown(query: str) -> list[str]:
+        response = viewer.get(f"/audit/{query}")
+        assert response.status_code == 200
+        return [e.action for e in response.context["events"]]
+
+    assert shown("") == ["versioncombination.pinned", "node.create", "node.update"]
+    assert 'name="chatter"' in viewer.get("/audit/").content.decode()
+    everything = shown("?chatter=true")
+    assert everything[:2] == ["agent_token.rotate", "node_command.finish"] and len(everything) == 5
+    assert shown("?action=node_command.finish") == ["node_command.finish"]  # named: shown
+    # the API returns every record unless asked to leave the chatter out
+    assert len(viewer_api.get("/api/v1/audit-events/").json()["results"]) == 5
+    quiet = viewer_api.get("/api/v1/audit-events/?chatter=false").json()["results"]
+    assert [e["action"] for e in quiet] == ["versioncombination.pinned", "node.create", "node.update"]

@@ -76,3 +76,19 @@ def test_the_node_list_and_the_audit_log_follow_the_fleet_pause_and_catch_up(bro
     page.wait_for_function("() => document.querySelector('#audit-rows').innerText.includes('audit tail, caught up')")
     assert page.evaluate("window.__noReload") == 1
     screenshot(page, "audit-live", full_page=False)
+
+    # An agent answering a command is chatter: hidden until the operator ticks the box.
+    from django.db import transaction
+
+    from apps.audit.services import audit_record
+
+    with transaction.atomic():
+        audit_record(actor=f"agent:{node.hostname}", action="node_command.finish", target=node,
+                     reason="agent chatter (browser test)")
+    page.goto(f"{dashboard_stack.url}/audit/")
+    assert "agent chatter" not in page.inner_text("#audit-rows")
+    with page.expect_navigation():
+        page.check("#audit-filters input[name=chatter]")
+        page.click("#audit-filters button[type=submit]")
+    assert "agent chatter (browser test)" in page.inner_text("#audit-rows")
+    assert page.is_checked("#audit-filters input[name=chatter]")
