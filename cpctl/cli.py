@@ -11,8 +11,9 @@ from typing import Any, TextIO
 
 import httpx
 
-from cpctl import API_MAJOR, __version__, config, errors, output
+from cpctl import API_MAJOR, __version__, config, errors, output, reads
 from cpctl.errors import CpctlError
+from cpctl.resources import KINDS
 from cpctl.session import Session
 
 Handler = Callable[[Session], int]
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cpctl {__version__} (API {API_MAJOR}.x)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _config_commands(sub)
+    _read_commands(sub)
     p = sub.add_parser("version", parents=[_common()], help="cpctl's version and the server's API version",
                        description="Print cpctl's version, the API version it speaks, and the server's.",
                        epilog=_example("cpctl version"), formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -164,6 +166,46 @@ def config_delete_context(session: Session) -> int:
     config.save(cfg, session.config_path())
     session.out.write(f"deleted context {session.args.name!r}\n")
     return 0
+
+
+# -- reads --------------------------------------------------------------------------------------
+
+def _read_commands(sub: Any) -> None:
+    get = sub.add_parser("get", help="list nodes, modules, tiers, findings, rollouts, combinations",
+                         description="List a kind of object, every page of it, filtered as the API filters.",
+                         epilog=_example("cpctl get nodes --state draining --state cordoned",
+                                         "cpctl get modules --node n-r1-07 -o wide", "cpctl get tiers -o yaml"),
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    gsub = get.add_subparsers(dest="kind", metavar="KIND", required=True)
+    for kind in KINDS.values():
+        example = {"nodes": "cpctl get nodes --tier hybrid_inference --rack rack-1 -o wide",
+                   "modules": "cpctl get modules --state quarantined",
+                   "tiers": "cpctl get tiers", "findings": "cpctl get findings --state open --severity critical",
+                   "rollouts": "cpctl get rollouts --state waves",
+                   "combinations": "cpctl get combinations --state pinned -o json"}[kind.name]
+        p = gsub.add_parser(kind.name, aliases=list(kind.aliases), parents=[_common(output.FORMATS)],
+                            help=f"list {kind.name}", epilog=_example(example),
+                            description=f"List {kind.name} ({kind.path}); name some to get only those.",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("names", nargs="*", metavar="NAME",
+                       help=f"only these (by {kind.by_name or 'id'})")
+        for f in kind.filters:
+            p.add_argument(f.flag, dest=f"filter_{f.param}", help=f.help, action="append" if f.many else "store",
+                           metavar=f.flag.lstrip("-").upper().replace("-", "_"))
+        p.set_defaults(func=reads.get)
+    desc = sub.add_parser("describe", help="one object in depth",
+                          epilog=_example("cpctl describe node n-r1-07"),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    dsub = desc.add_subparsers(dest="kind", metavar="KIND", required=True)
+    p = dsub.add_parser("node", aliases=["nodes", "no"], parents=[_common(("text", "json", "yaml"))],
+                        help="a node's state, hold, modules, open findings and recent audit",
+                        description="A node's state, the hold on it and what it waits for, its newest report, "
+                                    "its modules, its open findings and its recent audit trail.",
+                        epilog=_example("cpctl describe node n-r1-07", "cpctl describe node n-r1-07 -o json"),
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("name", metavar="NAME", help="the node's hostname")
+    p.add_argument("--audit", type=int, default=10, metavar="N", help="audit records to show (default 10)")
+    p.set_defaults(func=reads.describe_node)
 
 
 # -- the rest -----------------------------------------------------------------------------------

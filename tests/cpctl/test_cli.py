@@ -1,9 +1,10 @@
-"""cpctl without a server: the version check and tokens, against answers given in place of the API
-(httpx.MockTransport)."""
+"""cpctl without a server: usage errors, output formats, exit codes, the version check, pages
+and idempotency keys, against answers given in place of the API (httpx.MockTransport)."""
 
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -11,10 +12,15 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from controlplane.engines import BASE_DIR
 from cpctl.cli import main
 from cpctl.client import authorization
+
+NODES = [{"id": i, "hostname": f"n-{i}", "state": "active", "tier_kind": "hybrid_inference", "rack_name": "rack-1",
+          "module_count": 2, "slot": i, "cpu_cores": 16, "cpu_clock_ghz": "3.20", "ecc_memory": True,
+          "warnings": [], "allowed_actions": ["cordon", "drain"]} for i in range(1, 4)]
 
 
 @pytest.fixture(autouse=True)
@@ -35,20 +41,75 @@ def run(argv: list[str], handler: Callable[[httpx.Request], httpx.Response] | No
     return code, out.getvalue(), err.getvalue()
 
 
+def node_pages(request: httpx.Request) -> httpx.Response:
+    """Two pages of nodes, the second linked from the first as the server links it."""
+    assert request.headers["Authorization"].startswith("Token ")
+    offset = int(request.url.params.get("offset", 0))
+    rows = NODES[offset:offset + 2]
+    nxt = f"http://other-host/api/v1/nodes/?limit=2&offset={offset + 2}" if offset + 2 < len(NODES) else None
+    return answer(200, {"count": len(NODES), "next": nxt, "previous": None, "results": rows})
+
+
+def test_usage_errors_exit_2_before_anything_is_sent(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["get", "racks"], ["describe", "node"], ["get", "nodes", "-o", "xml"], []):
+        with pytest.raises(SystemExit) as exited:
+            code, _, _ = run(argv)
+            raise SystemExit(code)
+        assert exited.value.code == 2, argv
+    assert "invalid choice: 'racks'" in capsys.readouterr().err
+
+
+def test_every_command_has_help_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["get", "nodes"], ["get", "findings"], ["describe", "node"], ["config", "set-context"],
+                 ["config", "get-contexts"],
+                 ["completion"], ["version"], []):
+        with pytest.raises(SystemExit) as exited:
+            main([*argv, "--help"])
+        assert exited.value.code == 0
+        assert "example:\n  cpctl " in capsys.readouterr().out, argv
+
+
+def test_get_follows_every_page_and_renders_each_format() -> None:
+    code, out, _ = run(["get", "nodes"], node_pages)
+    assert code == 0
+    assert out.splitlines()[0].split() == ["NAME", "STATE", "TIER", "RACK", "MODULES"]
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["n-1", "n-2", "n-3"]
+    assert "ACTIONS" in run(["get", "nodes", "-o", "wide"], node_pages)[1]
+    assert json.loads(run(["get", "nodes", "-o", "json"], node_pages)[1]) == NODES
+    assert yaml.safe_load(run(["get", "no", "-o", "yaml"], node_pages)[1]) == NODES
+
+
+def test_filters_go_to_the_api_as_it_takes_them() -> None:
+    seen: list[httpx.QueryParams] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.params)
+        return answer(200, {"count": 0, "next": None, "previous": None, "results": []})
+    code, out, _ = run(["get", "nodes", "--state", "draining", "--state", "cordoned", "--tier", "hybrid_inference",
+                        "--rack", "rack-1"], handler)
+    assert code == 0 and out == "No resources found.\n"
+    assert seen[0].get_list("state") == ["draining", "cordoned"]
+    assert (seen[0]["tier"], seen[0]["rack"]) == ("hybrid_inference", "rack-1")
+
+
 @pytest.mark.parametrize(("version", "says"), [
     ("2.0.0", "speaks API 2.0.0; cpctl 0.1.0 speaks API 1.x only"),
     (None, "did not say which API version it speaks"),
 ])
 def test_a_server_of_another_api_version_is_refused_with_exit_4(version: str | None, says: str) -> None:
-    code, out, err = run(["version"], lambda r: answer(200, {"username": "ops", "role": "operator"}, version))
-    assert code == 4 and out == "cpctl 0.1.0, speaks API 1.x\n"
+    code, out, err = run(["get", "nodes"], lambda r: answer(200, {"results": [], "next": None}, version))
+    assert code == 4 and out == ""
     assert says in err
 
 
-def test_version_names_both_sides() -> None:
-    code, out, _ = run(["version"], lambda r: answer(200, {"username": "ops", "role": "operator"}, "1.0.0"))
-    assert code == 0
-    assert out.splitlines()[1] == "server http://cp.test, API 1.0.0; you are ops (operator)"
+def test_an_unknown_name_is_refused_and_the_network_is_exit_4() -> None:
+    code, _, err = run(["describe", "node", "n-9"], lambda r: answer(200, {"count": 0, "next": None, "results": []}))
+    assert code == 1 and "no node named 'n-9'" in err
+
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+    code, _, err = run(["get", "tiers"], down)
+    assert code == 4 and "http://cp.test: ConnectError" in err
 
 
 def test_tokens_get_the_scheme_their_kind_takes() -> None:
@@ -58,8 +119,19 @@ def test_tokens_get_the_scheme_their_kind_takes() -> None:
     assert authorization("Token abc") == "Token abc"
 
 
+def test_the_bash_completion_script_parses_and_completes_commands(tmp_path: Any) -> None:
+    code, script, _ = run(["completion", "bash"])
+    assert code == 0
+    probe = (f"{script}\nCOMP_WORDS=(cpctl get no); COMP_CWORD=2; _cpctl; echo \"${{COMPREPLY[@]}}\"\n"
+             "COMP_WORDS=(cpctl de); COMP_CWORD=1; _cpctl; echo \"${COMPREPLY[@]}\"\n"
+             "COMP_WORDS=(cpctl get nodes --st); COMP_CWORD=3; _cpctl; echo \"${COMPREPLY[@]}\"\n")
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["no node nodes", "describe", "--state"]
+
+
 def test_it_runs_without_importing_django() -> None:
-    code = ("import sys, cpctl.cli, cpctl.actions, cpctl.reads; "
+    code = ("import sys, cpctl.cli, cpctl.reads; "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'django', 'rest_framework', 'apps', "
             "'controlplane'}); print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], cwd=BASE_DIR, capture_output=True, text=True, timeout=60)
