@@ -11,7 +11,8 @@ from typing import Any, TextIO
 
 import httpx
 
-from cpctl import API_MAJOR, __version__, config, errors, output, reads
+from cpctl import API_MAJOR, __version__, actions, config, errors, output, reads
+from cpctl.durations import seconds
 from cpctl.errors import CpctlError
 from cpctl.resources import KINDS
 from cpctl.session import Session
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _config_commands(sub)
     _read_commands(sub)
+    _action_commands(sub)
     p = sub.add_parser("version", parents=[_common()], help="cpctl's version and the server's API version",
                        description="Print cpctl's version, the API version it speaks, and the server's.",
                        epilog=_example("cpctl version"), formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -206,6 +208,65 @@ def _read_commands(sub: Any) -> None:
     p.add_argument("name", metavar="NAME", help="the node's hostname")
     p.add_argument("--audit", type=int, default=10, metavar="N", help="audit records to show (default 10)")
     p.set_defaults(func=reads.describe_node)
+
+
+# -- actions ------------------------------------------------------------------------------------
+
+def _action_commands(sub: Any) -> None:
+    def reason(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--reason", required=True, help="why (kept in the audit trail)")
+        p.add_argument("--override", action="store_true",
+                       help="go below the tier's floor or clear another owner's hold (audited)")
+
+    for verb, what, example in [
+        ("cordon", "stop sending new work to nodes; work in flight finishes",
+         "cpctl cordon n-r1-07 n-r1-08 --reason 'rack 1 PDU swap'"),
+        ("uncordon", "release a cordon or drain and put nodes back to work",
+         "cpctl uncordon n-r1-07 --reason 'PDU swapped'"),
+        ("drain", "cordon nodes and wait for their work in flight to finish",
+         "cpctl drain n-r1-07 --reason 'swap DIMM 3' --deadline 10m --wait"),
+    ]:
+        p = sub.add_parser(verb, parents=[_common()], help=what, description=what[0].upper() + what[1:] + ".",
+                           epilog=_example(example), formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("nodes", nargs="+", metavar="NODE", help="node hostnames")
+        reason(p)
+        if verb in ("cordon", "drain"):
+            p.add_argument("--resume-after", metavar="TIME",
+                           help="ISO 8601 time at which the hold is released by itself")
+        if verb == "drain":
+            p.add_argument("--deadline", type=seconds, metavar="DURATION",
+                           help="how long the drain may take, e.g. 10m (server default 15m)")
+            p.add_argument("--deadline-action", choices=["alert", "force"],
+                           help="at the deadline: stay draining and alert (default), or force it drained")
+            p.add_argument("--then", choices=["stay", "maintenance"], help="once drained (default stay)")
+            p.add_argument("--wait", action="store_true",
+                           help="wait until drained, showing the in-flight count and what the drain waits for")
+            p.add_argument("--timeout", type=seconds, metavar="DURATION",
+                           help="give up waiting after this long, exit 3 (default: the deadline + 1m)")
+        p.set_defaults(func=actions.node_action)
+    for verb, what, example in [
+        ("quarantine", "take modules out of service (their node keeps serving on the others)",
+         "cpctl quarantine AX-0042 --reason 'ECC errors climbing'"),
+        ("release", "put quarantined modules back in service", "cpctl release AX-0042 --reason 'reseated'"),
+    ]:
+        p = sub.add_parser(verb, parents=[_common()], help=what, description=what[0].upper() + what[1:] + ".",
+                           epilog=_example(example), formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("modules", nargs="+", metavar="MODULE", help="module serials")
+        reason(p)
+        p.set_defaults(func=actions.module_action)
+    p = sub.add_parser("scale", parents=[_common()], help="set a tier's number of active nodes",
+                       description="Ask for a tier's number of active nodes: standby nodes are activated, or the "
+                                   "least busy active nodes drained back to standby.",
+                       epilog=_example("cpctl scale hybrid_inference --to 30 --reason 'launch day'"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("tier", metavar="TIER", help="the tier's kind (access_logic, hybrid_inference, ...) or id")
+    p.add_argument("--to", type=int, required=True, metavar="N", help="active nodes wanted")
+    reason(p)
+    p.add_argument("--supersede", action="store_true", help="replace a running scale request of another count")
+    p.add_argument("--drain-deadline", type=seconds, metavar="DURATION", help="deadline of the scale-down's drains")
+    p.add_argument("--wait", action="store_true", help="wait until the scale request completes")
+    p.add_argument("--timeout", type=seconds, metavar="DURATION", help="give up waiting after this long (exit 3)")
+    p.set_defaults(func=actions.scale)
 
 
 # -- the rest -----------------------------------------------------------------------------------

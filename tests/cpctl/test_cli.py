@@ -17,6 +17,7 @@ import yaml
 from controlplane.engines import BASE_DIR
 from cpctl.cli import main
 from cpctl.client import authorization
+from cpctl.durations import seconds
 
 NODES = [{"id": i, "hostname": f"n-{i}", "state": "active", "tier_kind": "hybrid_inference", "rack_name": "rack-1",
           "module_count": 2, "slot": i, "cpu_cores": 16, "cpu_clock_ghz": "3.20", "ecc_memory": True,
@@ -51,17 +52,18 @@ def node_pages(request: httpx.Request) -> httpx.Response:
 
 
 def test_usage_errors_exit_2_before_anything_is_sent(capsys: pytest.CaptureFixture[str]) -> None:
-    for argv in (["get", "racks"], ["describe", "node"], ["get", "nodes", "-o", "xml"], []):
+    for argv in (["get", "racks"], ["drain", "n-1"], ["drain", "n-1", "--reason", "x", "--deadline", "ten"],
+                 ["get", "nodes", "-o", "xml"], ["scale", "hybrid_inference", "--reason", "x"], []):
         with pytest.raises(SystemExit) as exited:
             code, _, _ = run(argv)
             raise SystemExit(code)
         assert exited.value.code == 2, argv
-    assert "invalid choice: 'racks'" in capsys.readouterr().err
+    assert "is not a duration" in capsys.readouterr().err
 
 
 def test_every_command_has_help_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:
-    for argv in (["get", "nodes"], ["get", "findings"], ["describe", "node"], ["config", "set-context"],
-                 ["config", "get-contexts"],
+    for argv in (["get", "nodes"], ["get", "findings"], ["describe", "node"], ["drain"], ["cordon"], ["uncordon"],
+                 ["quarantine"], ["release"], ["scale"], ["config", "set-context"], ["config", "get-contexts"],
                  ["completion"], ["version"], []):
         with pytest.raises(SystemExit) as exited:
             main([*argv, "--help"])
@@ -102,6 +104,39 @@ def test_a_server_of_another_api_version_is_refused_with_exit_4(version: str | N
     assert says in err
 
 
+def test_a_refusal_exits_1_with_the_servers_text_as_sent() -> None:
+    detail = ("refused: Hybrid inference would fall to 1 serving nodes (from 2), below its floor of 2 = "
+              "max(min_active_nodes 2, need 0).")
+    keys: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return answer(200, {"count": 1, "next": None, "results": [NODES[0]]})
+        keys.append(request.headers["Idempotency-Key"])
+        assert json.loads(request.content) == {"reason": "swap DIMM 3", "deadline_s": 600}
+        return answer(409, {"detail": detail, "capacity": {"floor": 2}})
+    code, out, err = run(["drain", "n-1", "--reason", "swap DIMM 3", "--deadline", "10m", "--wait"], handler)
+    assert code == 1 and out == ""
+    assert err == f"node/n-1 drain: refused (HTTP 409):\n{detail}\n"
+    assert len(keys) == 1 and len(keys[0]) == 32
+
+
+def test_a_lost_answer_is_asked_again_with_the_same_idempotency_key() -> None:
+    keys: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return answer(200, {"count": 1, "next": None, "results": [NODES[0]]})
+        keys.append(request.headers["Idempotency-Key"])
+        if len(keys) == 1:
+            raise httpx.ReadTimeout("lost", request=request)
+        return answer(200, {"changed": True, "node": {"id": 1, "hostname": "n-1", "state": "cordoned"},
+                            "drain": None})
+    code, out, _ = run(["cordon", "n-1", "--reason", "PDU swap"], handler)
+    assert code == 0 and out == "node/n-1 cordoned (state cordoned)\n"
+    assert len(keys) == 2 and keys[0] == keys[1]
+
+
 def test_an_unknown_name_is_refused_and_the_network_is_exit_4() -> None:
     code, _, err = run(["describe", "node", "n-9"], lambda r: answer(200, {"count": 0, "next": None, "results": []}))
     assert code == 1 and "no node named 'n-9'" in err
@@ -112,6 +147,26 @@ def test_an_unknown_name_is_refused_and_the_network_is_exit_4() -> None:
     assert code == 4 and "http://cp.test: ConnectError" in err
 
 
+def test_a_drain_wait_that_runs_out_exits_3_saying_what_it_waited_for() -> None:
+    waiting = "waiting for 3 in-flight requests; deadline in 9m58s"
+    live = {"id": 1, "hostname": "n-1", "state": "draining", "latest": {"in_flight": 3},
+            "hold": {"waiting_for": waiting}}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/v1/nodes/":
+            return answer(200, {"count": 1, "next": None, "results": [NODES[0]]})
+        if request.method == "POST":
+            return answer(202, {"changed": True, "node": {"id": 1, "hostname": "n-1", "state": "draining"},
+                                "drain": {"waiting_for": waiting}})
+        return answer(200, live)
+    code, out, err = run(["drain", "n-1", "--reason", "r", "--wait", "--timeout", "1"], handler)
+    assert code == 3
+    assert out.startswith("node/n-1 drain started (state draining): waiting for 3 in-flight")
+    progress = [line for line in err.splitlines() if line.startswith("node/n-1 draining, in flight 3: waiting for 3 ")]
+    assert len(progress) == 1  # off a terminal an unchanged wait is logged once, not every poll
+    assert "timed out after 1s waiting for node/n-1 to drain" in err
+
+
 def test_tokens_get_the_scheme_their_kind_takes() -> None:
     assert authorization("0123456789abcdef0123456789abcdef01234567").startswith("Token ")
     assert authorization("Xy_3-long-urlsafe-service-token-value-abcdefghi") == \
@@ -119,19 +174,23 @@ def test_tokens_get_the_scheme_their_kind_takes() -> None:
     assert authorization("Token abc") == "Token abc"
 
 
+def test_durations() -> None:
+    assert [seconds(t) for t in ("90", "90s", "10m", "1h30m", "2d")] == [90, 90, 600, 5400, 172800]
+
+
 def test_the_bash_completion_script_parses_and_completes_commands(tmp_path: Any) -> None:
     code, script, _ = run(["completion", "bash"])
     assert code == 0
     probe = (f"{script}\nCOMP_WORDS=(cpctl get no); COMP_CWORD=2; _cpctl; echo \"${{COMPREPLY[@]}}\"\n"
-             "COMP_WORDS=(cpctl de); COMP_CWORD=1; _cpctl; echo \"${COMPREPLY[@]}\"\n"
-             "COMP_WORDS=(cpctl get nodes --st); COMP_CWORD=3; _cpctl; echo \"${COMPREPLY[@]}\"\n")
+             "COMP_WORDS=(cpctl dr); COMP_CWORD=1; _cpctl; echo \"${COMPREPLY[@]}\"\n"
+             "COMP_WORDS=(cpctl drain n-1 --de); COMP_CWORD=3; _cpctl; echo \"${COMPREPLY[@]}\"\n")
     done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["no node nodes", "describe", "--state"]
+    assert done.stdout.splitlines() == ["no node nodes", "drain", "--deadline --deadline-action"]
 
 
 def test_it_runs_without_importing_django() -> None:
-    code = ("import sys, cpctl.cli, cpctl.reads; "
+    code = ("import sys, cpctl.cli, cpctl.actions, cpctl.reads; "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'django', 'rest_framework', 'apps', "
             "'controlplane'}); print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], cwd=BASE_DIR, capture_output=True, text=True, timeout=60)
