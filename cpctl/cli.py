@@ -7,11 +7,12 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
 
-from cpctl import API_MAJOR, __version__, actions, config, errors, output, reads
+from cpctl import API_MAJOR, __version__, actions, config, errors, fleetfile, output, reads
 from cpctl.durations import seconds
 from cpctl.errors import CpctlError
 from cpctl.resources import KINDS
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     _config_commands(sub)
     _read_commands(sub)
     _action_commands(sub)
+    _file_commands(sub)
     p = sub.add_parser("version", parents=[_common()], help="cpctl's version and the server's API version",
                        description="Print cpctl's version, the API version it speaks, and the server's.",
                        epilog=_example("cpctl version"), formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -267,6 +269,62 @@ def _action_commands(sub: Any) -> None:
     p.add_argument("--wait", action="store_true", help="wait until the scale request completes")
     p.add_argument("--timeout", type=seconds, metavar="DURATION", help="give up waiting after this long (exit 3)")
     p.set_defaults(func=actions.scale)
+
+
+# -- fleet files -------------------------------------------------------------------------------
+
+FLEET_EXAMPLE = """fleet.yaml:
+  tiers:
+    hybrid_inference: {min_active_nodes: 12, max_active_nodes: 42}
+  pins:
+    AX-40: {driver: 2.4.0, framework: axon-runtime 1.19.0}
+"""
+
+
+def _file_commands(sub: Any) -> None:
+    p = sub.add_parser("diff", parents=[_common()], help="what apply -f would change",
+                       description="Compare a fleet file (tiers' active-node bounds, module types' pins) with the "
+                                   "server and print what differs; writes nothing.",
+                       epilog=_example("cpctl diff -f fleet.yaml") + "\n\n" + FLEET_EXAMPLE,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-f", "--filename", required=True, type=Path, metavar="FILE", help="the fleet file (- for stdin)")
+    p.set_defaults(func=fleet_diff)
+    p = sub.add_parser("apply", parents=[_common()], help="bring tiers and pins to what a fleet file says",
+                       description="Set tiers' active-node bounds and pin module types' versions as a fleet file "
+                                   "says; only what differs is sent, so applying twice changes nothing. A file "
+                                   "that fails validation is refused whole, naming the path in it (exit 2).",
+                       epilog=_example("cpctl apply -f fleet.yaml --reason 'driver 2.4.0 validated on the gray pool'")
+                       + "\n\n" + FLEET_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-f", "--filename", required=True, type=Path, metavar="FILE", help="the fleet file (- for stdin)")
+    p.add_argument("--reason", required=True, help="why (kept in the audit trail of each pin)")
+    p.set_defaults(func=fleet_apply)
+
+
+def fleet_diff(session: Session) -> int:
+    data = fleetfile.read(session.args.filename)
+    with session.client() as client:
+        changes = fleetfile.plan(client, data, reason="")
+    for change in changes:
+        session.out.write(change.line() + "\n")
+    if not changes:
+        session.out.write("no changes: the server is as the file says\n")
+    return errors.DONE
+
+
+def fleet_apply(session: Session) -> int:
+    data = fleetfile.read(session.args.filename)
+    status = errors.DONE
+    with session.client() as client:
+        changes = fleetfile.plan(client, data, reason=session.args.reason)
+        for change, refused in fleetfile.apply(client, changes):
+            if refused is None:
+                session.out.write(f"{change.line()}: applied\n")
+            else:
+                session.err.write(f"{change.line()}: refused (HTTP {refused.status}):\n{refused.message}\n")
+                status = errors.REFUSED
+    if not changes:
+        session.out.write("no changes: the server is as the file says\n")
+    return status
 
 
 # -- the rest -----------------------------------------------------------------------------------

@@ -117,6 +117,10 @@ class Client:
             nxt = urlsplit(page["next"])
             path, query = nxt.path, httpx.QueryParams(nxt.query)
 
+    def patch(self, path: str, body: dict[str, Any]) -> Any:
+        """PATCH is idempotent by itself: the same fields set again change nothing."""
+        return self._send("PATCH", path, json=body).json()
+
     def act(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         """POST an action with an Idempotency-Key; a lost answer is asked for again with the same
         key. Returns the status and the body."""
