@@ -4,6 +4,7 @@ as the server worded it (the capacity guard's numbers, the holder of a hold) and
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,6 @@ from cpctl.session import Session
 
 POLL_S = 1.0
 LOG_EVERY_S = 15.0  # off a terminal, an unchanged wait is logged this often
-DEFAULT_DEADLINE_S = 900  # the server's default drain deadline (docs/operations.md)
 DONE_STATES = {"drained", "maintenance"}  # a drain with then=maintenance goes on to maintenance
 
 
@@ -44,11 +44,12 @@ def node_action(session: Session) -> int:
         extra["resume_after"] = args.resume_after
     status = errors.DONE
     accepted: list[dict[str, Any]] = []
+    deadlines: list[dt.datetime] = []  # each drain's deadline, as the server set it
     with session.client() as client:
         for name in args.nodes:
             try:
                 node = node_by_name(client, name)
-                code, result = client.act(f"/api/v1/nodes/{node['id']}/{verb}/", _body(args, **extra))
+                _, result = client.act(f"/api/v1/nodes/{node['id']}/{verb}/", _body(args, **extra))
             except Refused as exc:
                 _refused(session, f"node/{name} {verb}", exc)
                 status = errors.REFUSED
@@ -62,8 +63,12 @@ def node_action(session: Session) -> int:
             session.out.write(line + "\n")
             session.out.flush()
             accepted.append(node)
+            if hold and hold.get("deadline"):
+                deadlines.append(dt.datetime.fromisoformat(hold["deadline"]))
         if verb == "drain" and args.wait and accepted:
-            timeout = args.timeout or (args.deadline if args.deadline is not None else DEFAULT_DEADLINE_S) + 60
+            # By default, wait a minute past the last deadline: then it has been forced or alerted.
+            last = max(deadlines, default=dt.datetime.now(dt.UTC))
+            timeout = args.timeout or max(0.0, (last - dt.datetime.now(dt.UTC)).total_seconds()) + 60
             try:
                 wait_drained(session, client, accepted, timeout=timeout)
             except Refused as exc:

@@ -244,7 +244,7 @@ def _action_commands(sub: Any) -> None:
             p.add_argument("--wait", action="store_true",
                            help="wait until drained, showing the in-flight count and what the drain waits for")
             p.add_argument("--timeout", type=seconds, metavar="DURATION",
-                           help="give up waiting after this long, exit 3 (default: the deadline + 1m)")
+                           help="give up waiting after this long, exit 3 (default: a minute past the drain's deadline)")
         p.set_defaults(func=actions.node_action)
     for verb, what, example in [
         ("quarantine", "take modules out of service (their node keeps serving on the others)",
