@@ -6,10 +6,13 @@ PYTEST_ARGS ?=
 
 .PHONY: up test test-quick flake install lint typecheck checks browser-deps monitor-deps stress-deps clean
 
-$(VENV)/.installed: requirements.txt
+# cpctl (the command-line client, its own package in cpctl/) goes in editable, so .venv/bin/cpctl runs
+# this checkout's code; its dependencies are in requirements.txt already (--no-deps). Rerunning is harmless.
+$(VENV)/.installed: requirements.txt cpctl/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e ./cpctl
 	touch $@
 
 install: $(VENV)/.installed

@@ -152,6 +152,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "apps.common.middleware.RequestIdMiddleware",
+    "apps.common.middleware.ApiVersionMiddleware",
     "apps.common.middleware.RequestMetricsMiddleware",
     "apps.common.middleware.ProbeMiddleware",  # PROBE_PATHS: before the host check
     "apps.common.middleware.BodySizeLimitMiddleware",
@@ -336,10 +337,14 @@ REST_FRAMEWORK = {
 API_WRITE_RATE = os.environ.get("API_WRITE_RATE", "300/min")      # per user, across web processes
 TELEMETRY_RATE = os.environ.get("TELEMETRY_RATE", "600/min")      # per agent key, per web process
 
+# The REST API's version: the schema's, and the X-API-Version header of every /api/ answer. The
+# major number is the path's (/api/v1/); a change a client could misread bumps it.
+API_VERSION = "1.0.0"
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "AI-module array control plane API",
     "DESCRIPTION": "Inventory, version pins, telemetry and fleet operations for AI-module arrays.",
-    "VERSION": "1.0.0",
+    "VERSION": API_VERSION,
     "SERVE_INCLUDE_SCHEMA": False,
     # The schema and its browser are for signed-in users (viewer and up), like the API itself.
     "SERVE_PERMISSIONS": ["apps.common.permissions.IsViewer"],

@@ -1,6 +1,6 @@
-"""Health probes answered first, request ids for the audit trail and the logs, request timings
-for /metrics, the request body limit (413), file streams that ASGI can serve without reading them
-whole first, and the Content-Security-Policy."""
+"""Health probes answered first, request ids for the audit trail and the logs, the API's version on
+its answers, request timings for /metrics, the request body limit (413), file streams that ASGI can
+serve without reading them whole first, and the Content-Security-Policy."""
 
 from __future__ import annotations
 
@@ -57,6 +57,21 @@ class RequestIdMiddleware:
         finally:
             current_request_id.reset(token)
         response["X-Request-ID"] = rid
+        return response
+
+
+class ApiVersionMiddleware:
+    """Every answer under ``/api/`` says which version of the API the server speaks
+    (``X-API-Version: 1.0.0``, ``settings.API_VERSION``, the schema's version too), so a client
+    can refuse a server it does not speak before it acts on an answer it misreads."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if request.path_info.startswith("/api/"):
+            response["X-API-Version"] = settings.API_VERSION
         return response
 
 
