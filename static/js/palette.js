@@ -29,8 +29,9 @@
     const seen = new Set();
     return [...document.querySelectorAll("button.act")].filter((b) => !b.disabled && visible(b)).map((b) => {
       const label = (b.dataset.title || b.textContent).trim().replace(/…$/, "");
+      // found by its title, its button's words and its action's name ("scale" finds "Set the size of …")
       return { kind: "action", label: label, hint: b.dataset.action === "bulk" ? "selected nodes" : "confirm first",
-               run: () => b.click() };
+               words: [b.textContent, b.dataset.action || "", b.dataset.bulk || ""].join(" "), run: () => b.click() };
     }).filter((it) => !seen.has(it.label) && seen.add(it.label));
   }
 
@@ -53,7 +54,7 @@
   function nodeItems(q) {
     if (q !== nodeQuery) return [];
     return nodes.map((n) => ({
-      kind: "node", label: n.hostname, hint: [n.state, n.tier_kind, n.rack_name].filter(Boolean).join(" · "),
+      kind: "node", label: n.hostname, hint: [n.state, n.tier_name || n.tier_kind, n.rack_name].filter(Boolean).join(" · "),
       run: () => { location.href = "/nodes/" + n.id + "/"; },
     }));
   }
@@ -61,7 +62,7 @@
   function render() {
     const q = input.value.trim();
     const ws = words(q);
-    const local = [...pageActions(), ...pages(), ...themes()].filter((it) => matches(it.label + " " + it.kind, ws));
+    const local = [...pageActions(), ...pages(), ...themes()].filter((it) => matches(it.label + " " + it.kind + " " + (it.words || ""), ws));
     items = [...local, ...nodeItems(q)];
     if (q.length >= 2) items.push({ kind: "search", label: "Search the nodes for “" + q + "”", hint: "/nodes/?q=",
                                     run: () => { location.href = "/nodes/?q=" + encodeURIComponent(q); } });

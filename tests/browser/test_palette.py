@@ -91,6 +91,8 @@ def test_the_palette_finds_pages_nodes_and_the_actions_of_the_page(browser_page:
     page.wait_for_function("() => document.querySelectorAll('#palette-list [data-kind=node]').length > 0")
     nodes = [label for kind, label in options(page) if kind == "node"]
     assert nodes and all(h.startswith("n-r2-1") for h in nodes), nodes
+    hints = page.eval_on_selector_all("#palette-list [data-kind=node] .hint", "els => els.map(e => e.textContent)")
+    assert hints and all("_" not in h for h in hints), hints  # tiers by their names, not their kinds
     assert len(asked) == 1 and "search=n-r2-1" in asked[0], asked
 
     # Arrow keys move the choice (and wrap), Enter opens the chosen node.
@@ -121,3 +123,12 @@ def test_the_palette_finds_pages_nodes_and_the_actions_of_the_page(browser_page:
     with page.expect_navigation():
         page.keyboard.press("Enter")
     assert page.url.endswith("/operations/")
+
+    # An action by what it does: "scale" finds the tiers' "Set the size of …" on the fleet page.
+    page.goto(f"{live_server.url}/")
+    page.keyboard.press("Control+k")
+    page.wait_for_function(OPEN)
+    page.keyboard.type("scale")
+    page.wait_for_function("() => document.querySelector('#palette-opt-0').dataset.kind === 'action'")
+    found = [label for kind, label in options(page) if kind == "action"]
+    assert any(label.startswith("Set the size of") for label in found), found

@@ -126,6 +126,7 @@ class NodeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     rack_name = serializers.CharField(source="rack.name", read_only=True)
     tier = RefField(natural_key="kind", queryset=Tier.objects.all())
     tier_kind = serializers.CharField(source="tier.kind", read_only=True)
+    tier_name = serializers.CharField(source="tier.name", read_only=True)
     warnings = AdmissionWarningSerializer(many=True, read_only=True,
                                           help_text="Soft admission findings, recomputed after every change")
     module_count = serializers.IntegerField(read_only=True, help_text="Modules installed in the node")
@@ -138,7 +139,7 @@ class NodeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     class Meta:
         model = Node
         fields = [
-            "id", "hostname", "rack", "rack_name", "slot", "tier", "tier_kind", "state", "state_changed_at",
+            "id", "hostname", "rack", "rack_name", "slot", "tier", "tier_kind", "tier_name", "state", "state_changed_at",
             "cpu_model", "cpu_cores", "cpu_clock_ghz", "l3_cache_mb", "memory_gb", "memory_channels",
             "ecc_memory", "pcie_lanes", "nic_kind", "nic_speed_gbps", "cpu_power_w", "power_budget_w",
             "omp_num_threads", "mkl_num_threads", "isolated_cores", "labels", "warnings", "module_count",

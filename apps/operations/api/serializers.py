@@ -47,13 +47,14 @@ class QuarantineSerializer(serializers.ModelSerializer[Quarantine]):
 
 class ScaleRequestSerializer(serializers.ModelSerializer[ScaleRequest]):
     tier_kind = serializers.CharField(source="tier.kind", read_only=True)
+    tier_name = serializers.CharField(source="tier.name", read_only=True)
     released = serializers.SerializerMethodField()
     draining = serializers.SerializerMethodField()
     progress = serializers.SerializerMethodField()
 
     class Meta:
         model = ScaleRequest
-        fields = ["id", "tier", "tier_kind", "from_active", "desired", "owner", "state", "reason", "created_by_name",
+        fields = ["id", "tier", "tier_kind", "tier_name", "from_active", "desired", "owner", "state", "reason", "created_by_name",
                   "created_at", "finished_at", "activated", "reclaimed", "released", "draining", "progress", "note"]
         read_only_fields = fields
 

@@ -148,7 +148,7 @@ function done(btn, d) {
   if (d.node) { setNodeState(d.node.id, d.node.state); toast(btn.dataset.action + ": " + d.node.hostname + " is " + d.node.state); }
   else if (d.module) toast(btn.dataset.action + ": module " + d.module.serial + " is " + d.module.state);
   else if (d.driver && d.state) toast("version combination #" + d.id + " is " + d.state);
-  else if (d.scale_request) toast("scale " + d.scale_request.tier_kind + " to " + d.scale_request.desired + ": " + d.scale_request.state);
+  else if (d.scale_request) toast("scale " + (d.scale_request.tier_name || d.scale_request.tier_kind) + " to " + d.scale_request.desired + ": " + d.scale_request.state);
 }
 
 function operate(btn) {
