@@ -3,7 +3,8 @@
 A scope (``apps.accounts``: the whole fleet, tiers by kind, racks by name) is declared below the
 inventory, so the check of an object against it lives here. Reading stays fleet-wide: only actions
 call these. System actors (the autoscaler, health, rollouts' controller: names, not users) have no
-scope; their work was allowed when a user started it."""
+scope; their work was allowed when a user started it. The pages ask the same functions which actions
+to offer (``may_act_on_node``, ``tier_refusal``), so a page offers what the API would take."""
 
 from __future__ import annotations
 
@@ -41,12 +42,31 @@ def node_within(scope: dict[str, Any], *, tier_kind: str, rack_name: str) -> boo
     return True
 
 
-def nodes_outside(*, actor: Any, nodes: Iterable[Node]) -> list[Node]:
-    """The nodes of ``nodes`` that lie outside the actor's scope."""
+def tier_within(scope: dict[str, Any] | None, *, tier_kind: str) -> bool:
+    """A whole tier is within the whole fleet (None) and a scope of that tier; a rack scope holds no whole tier."""
+    return scope is None or (scope["kind"] == ScopeKind.TIERS and tier_kind in scope["values"])
+
+
+def may_act_on_node(*, actor: Any, node: Node | None) -> bool:
+    """Whether the actor may act on ``node`` and its modules; on a module seated in no node (None) only
+    within the whole fleet. The pages ask this to offer an action the API would take."""
     scope = _scope(actor)
     if scope is None:
-        return []
-    return [n for n in nodes if not node_within(scope, tier_kind=n.tier.kind, rack_name=n.rack.name)]
+        return True
+    return node is not None and node_within(scope, tier_kind=node.tier.kind, rack_name=node.rack.name)
+
+
+def tier_refusal(*, actor: Any, tier_kind: str) -> str | None:
+    """Why the actor may not act on the whole tier ``tier_kind`` (the 403's detail), or None when it may."""
+    scope = _scope(actor)
+    if tier_within(scope, tier_kind=tier_kind):
+        return None
+    return f"tier {tier_kind} outside your scope ({scope_text(scope_of(user=actor))})"
+
+
+def nodes_outside(*, actor: Any, nodes: Iterable[Node]) -> list[Node]:
+    """The nodes of ``nodes`` that lie outside the actor's scope."""
+    return [n for n in nodes if not may_act_on_node(actor=actor, node=n)]
 
 
 def require_nodes(*, actor: Any, nodes: Iterable[Node]) -> None:
@@ -60,11 +80,10 @@ def require_nodes(*, actor: Any, nodes: Iterable[Node]) -> None:
 
 
 def require_tier(*, actor: Any, tier: Tier) -> None:
-    """A whole tier is within a scope of that tier (or the fleet); a rack scope holds no whole tier."""
-    scope = _scope(actor)
-    if scope is not None and not (scope["kind"] == ScopeKind.TIERS and tier.kind in scope["values"]):
-        raise OutOfScope(f"tier {tier.kind} outside your scope ({scope_text(scope)})", scope=scope,
-                         outside=[tier.kind])
+    """Refuse (403) an action on the whole tier unless the actor's scope holds it (``tier_refusal``)."""
+    detail = tier_refusal(actor=actor, tier_kind=tier.kind)
+    if detail is not None:
+        raise OutOfScope(detail, scope=scope_of(user=actor), outside=[tier.kind])
 
 
 def require_fleet(*, actor: Any, what: str) -> None:

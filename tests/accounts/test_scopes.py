@@ -21,6 +21,7 @@ from apps.health.choices import Severity
 from apps.health.models import Finding
 from apps.inventory.choices import NodeState, TierKind
 from apps.inventory.models import Node, Tier
+from apps.operations.models import AutoscalerPolicy
 from apps.rollouts.models import Rollout
 from tests.rollouts.conftest import RolloutFleet, rfleet  # noqa: F401  (the rollout fleet fixture)
 
@@ -176,6 +177,39 @@ def test_the_node_page_offers_actions_only_within_the_scope(two_tiers: dict[str,
     assert own.status_code == other.status_code == 200  # reading stays fleet-wide
     assert own.context["can_operate"] is True and own.context["dash_config"]["can_operate"] is True
     assert other.context["can_operate"] is False and other.context["dash_config"]["can_operate"] is False
+
+
+def _page(name: str, kind: str, values: list[str]) -> Client:
+    user, _ = user_ensure(username=name, password="pw", role="operator")
+    scope_set(user=user, kind=kind, values=values)
+    browser = Client()
+    browser.force_login(user)
+    return browser
+
+
+def test_the_tier_and_fleet_pages_offer_tier_actions_only_within_the_scope(two_tiers: dict[str, Any]) -> None:
+    hybrid, access = two_tiers["fleet"].tier, Tier.objects.get(kind=TierKind.ACCESS_LOGIC)
+    for tier in (hybrid, access):
+        AutoscalerPolicy.objects.create(tier=tier, target_queue_per_node=4, min_nodes=0, max_nodes=6)
+    scale = {t.kind: f'data-url="/api/v1/tiers/{t.pk}/scale/"' for t in (hybrid, access)}
+    policy = {t.kind: f'data-url="/api/v1/autoscaler-policies/{t.autoscaler_policy.pk}/"' for t in (hybrid, access)}
+
+    team = _page("team-hybrid-pages", ScopeKind.TIERS, [TierKind.HYBRID_INFERENCE])
+    own, other = (team.get(f"/tiers/{t.pk}/").content.decode() for t in (hybrid, access))
+    assert scale["hybrid_inference"] in own and policy["hybrid_inference"] in own and "Read-only" not in own
+    assert 'data-action="' not in other  # neither the scale nor the autoscaler button
+    assert "{#" not in own and "{% comment" not in own  # the template's notes stay out of the page
+    assert ("Read-only for you: tier access_logic outside your scope (tiers hybrid_inference)."
+            in other), other
+    fleet = team.get("/").content.decode()
+    assert scale["hybrid_inference"] in fleet and policy["hybrid_inference"] in fleet
+    assert scale["access_logic"] not in fleet and policy["access_logic"] not in fleet
+    assert f'data-read-only="{access.pk}"' in fleet and f'data-read-only="{hybrid.pk}"' not in fleet
+
+    crew = _page("team-rack-pages", ScopeKind.RACKS, ["rack-a"])  # a rack scope holds no whole tier
+    for page in (crew.get("/").content.decode(), crew.get(f"/tiers/{hybrid.pk}/").content.decode()):
+        assert 'data-action="scale"' not in page and 'data-action="autoscaler"' not in page
+        assert "Read-only for you: tier hybrid_inference outside your scope (racks rack-a)." in page
 
 
 def test_simulator_faults_keep_to_the_scope(two_tiers: dict[str, Any]) -> None:
