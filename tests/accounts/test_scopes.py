@@ -212,6 +212,36 @@ def test_the_tier_and_fleet_pages_offer_tier_actions_only_within_the_scope(two_t
         assert "Read-only for you: tier hybrid_inference outside your scope (racks rack-a)." in page
 
 
+def test_the_operations_page_offers_releases_only_within_the_scope(two_tiers: dict[str, Any],
+                                                                   operator_api: APIClient) -> None:
+    mine, theirs = two_tiers["hybrid"][0], two_tiers["access"][0]
+    for node in (mine, theirs):
+        assert operator_api.post(f"/api/v1/nodes/{node.pk}/cordon/", {"reason": "x"}, format="json").status_code == 200
+    module = theirs.modules.first()
+    assert operator_api.post(f"/api/v1/modules/{module.pk}/quarantine/", {"reason": "x"},
+                             format="json").status_code == 200
+    uncordon = {n.hostname: f'data-url="/api/v1/nodes/{n.pk}/uncordon/"' for n in (mine, theirs)}
+    release = f'data-url="/api/v1/modules/{module.pk}/release/"'
+
+    team = _page("team-hybrid-ops", ScopeKind.TIERS, [TierKind.HYBRID_INFERENCE])
+    html = team.get("/operations/").content.decode()
+    assert uncordon["h-1"] in html and uncordon["a-1"] not in html and "outside your scope</span>" in html
+    assert release not in html
+    assert ('data-read-only="quarantines">Read-only for you: these modules lie outside your scope '
+            "(tiers hybrid_inference).") in html
+    assert 'data-read-only="holds"' not in html  # one of its holds is within: per row, not the section
+
+    crew = _page("team-rack-ops", ScopeKind.RACKS, ["rack-a"])
+    html = crew.get("/operations/").content.decode()
+    assert uncordon["a-1"] in html and uncordon["h-1"] not in html and release in html
+    assert "data-read-only" not in html
+
+    elsewhere = _page("team-elsewhere-ops", ScopeKind.RACKS, ["rack-z"])
+    html = elsewhere.get("/operations/").content.decode()
+    assert 'data-action="' not in html
+    assert 'data-read-only="holds">Read-only for you: these nodes lie outside your scope (racks rack-z).' in html
+
+
 def test_simulator_faults_keep_to_the_scope(two_tiers: dict[str, Any]) -> None:
     client = _operator("team-hybrid", ScopeKind.TIERS, [TierKind.HYBRID_INFERENCE])
     mine, theirs = two_tiers["hybrid"][0], two_tiers["access"][0]
