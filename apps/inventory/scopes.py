@@ -105,10 +105,28 @@ def require_module(*, actor: Any, module: Module) -> None:
     require_nodes(actor=actor, nodes=[node])
 
 
+def may_act_on_subject(*, actor: Any, node: Node | None = None, module: Module | None = None,
+                       tier: Tier | None = None) -> bool:
+    """Whether the actor may act about a module (within its node's scope), a node, a whole tier, or (none
+    of them) the whole fleet: the rule ``require_subject`` enforces, for the pages to ask too."""
+    scope = _scope(actor)
+    if scope is None:
+        return True
+    if module is not None:
+        return module.node_id is not None and may_act_on_node(actor=actor, node=module.node)
+    if node is not None:
+        return may_act_on_node(actor=actor, node=node)
+    if tier is not None:
+        return tier_within(scope, tier_kind=tier.kind)
+    return False
+
+
 def require_subject(*, actor: Any, what: str, node: Node | None = None, module: Module | None = None,
                     tier: Tier | None = None) -> None:
     """An action about a module, a node, a tier, or (none of them) the whole fleet: refused (403) outside
-    the actor's scope."""
+    the actor's scope (``may_act_on_subject``), naming what lies outside it."""
+    if may_act_on_subject(actor=actor, node=node, module=module, tier=tier):
+        return
     if module is not None:
         require_module(actor=actor, module=module)
     elif node is not None:

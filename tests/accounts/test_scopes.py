@@ -242,6 +242,34 @@ def test_the_operations_page_offers_releases_only_within_the_scope(two_tiers: di
     assert 'data-read-only="holds">Read-only for you: these nodes lie outside your scope (racks rack-z).' in html
 
 
+def test_the_health_page_offers_acknowledging_and_silencing_only_within_the_scope(
+        two_tiers: dict[str, Any]) -> None:
+    mine, theirs = two_tiers["hybrid"][0], two_tiers["access"][0]
+    now = timezone.now()
+    findings = {n.hostname: Finding.objects.create(
+        check_name="thermal", subject_kind="node", subject_key=f"node:{n.pk}", node=n, tier=n.tier,
+        severity=Severity.WARNING, summary="hot", first_seen=now, last_seen=now) for n in (mine, theirs)}
+    acknowledge = {h: f'action="/health/findings/{f.pk}/acknowledge/"' for h, f in findings.items()}
+    hybrid, access = two_tiers["fleet"].tier, Tier.objects.get(kind=TierKind.ACCESS_LOGIC)
+
+    team = _page("team-hybrid-health", ScopeKind.TIERS, [TierKind.HYBRID_INFERENCE])
+    html = team.get("/health/").content.decode()
+    assert acknowledge["h-1"] in html and acknowledge["a-1"] not in html
+    assert html.count('data-read-only="finding">Read-only for you: this finding lies outside your scope.') == 1
+    silence = html[html.index('action="/health/silences/"'):]
+    assert f'<option value="{hybrid.pk}">' in silence and f'<option value="{access.pk}">' not in silence
+    assert "Within your scope (tiers hybrid_inference): name a node in it or a tier it holds" in html
+    # the node page's findings keep to the scope too (the whole page is read-only outside it)
+    assert acknowledge["a-1"] not in team.get(f"/nodes/{theirs.pk}/").content.decode()
+    assert acknowledge["h-1"] in team.get(f"/nodes/{mine.pk}/").content.decode()
+
+    crew = _page("team-rack-health", ScopeKind.RACKS, ["rack-a"])
+    html = crew.get("/health/").content.decode()
+    assert acknowledge["a-1"] in html and acknowledge["h-1"] not in html
+    silence = html[html.index('action="/health/silences/"'):]
+    assert f'<option value="{hybrid.pk}">' not in silence and f'<option value="{access.pk}">' not in silence
+
+
 def test_simulator_faults_keep_to_the_scope(two_tiers: dict[str, Any]) -> None:
     client = _operator("team-hybrid", ScopeKind.TIERS, [TierKind.HYBRID_INFERENCE])
     mine, theirs = two_tiers["hybrid"][0], two_tiers["access"][0]
