@@ -15,8 +15,7 @@ from django.views import View
 from django.views.generic import TemplateView
 from rest_framework.exceptions import APIException
 
-from apps.accounts.choices import ScopeKind
-from apps.accounts.selectors import scope_of, scope_text
+from apps.accounts.selectors import scope_limit_text
 from apps.audit.choices import Source
 from apps.common.roles import OPERATOR
 from apps.common.views import ViewerRequiredMixin
@@ -58,13 +57,12 @@ class HealthView(ViewerRequiredMixin, TemplateView):
             found = [f for f in found if f.check_name == q["check"]]
         user = self.request.user
         tiers = list(Tier.objects.order_by("level"))
-        scope = scope_of(user=user)
         ctx.update(nav="health", findings=decorate(found, actor=user), severities=Severity.choices,
                    tiers=tiers, checks=sorted(CHECKS), selected=q,
                    # a silence is offered for the tiers the user's scope holds; a scoped user names a tier
                    # or a node within it (a fleet-wide silence needs the whole fleet)
                    silence_tiers=[t for t in tiers if scopes.may_act_on_subject(actor=user, tier=t)],
-                   scope_text="" if scope["kind"] == ScopeKind.FLEET else scope_text(scope),
+                   scope_text=scope_limit_text(user=user),
                    recent=list(selectors.finding_list().filter(state="resolved")[:10]),
                    silences=selectors.active_silences())
         return ctx

@@ -10,7 +10,7 @@ from typing import Any
 from django.utils import timezone
 from django.views.generic import TemplateView
 
-from apps.accounts.selectors import scope_of, scope_text
+from apps.accounts.selectors import scope_limit_text
 from apps.common.pages import page_config
 from apps.common.views import ViewerRequiredMixin
 from apps.inventory import scopes
@@ -46,7 +46,7 @@ class OperationsView(ViewerRequiredMixin, TemplateView):
             "nav": "operations",
             "holds": holds, "holds_act": any(h.acts for h in holds),  # type: ignore[attr-defined]
             "quarantines": quarantines, "quarantines_act": any(q.acts for q in quarantines),  # type: ignore[attr-defined]
-            "scope_text": scope_text(scope_of(user=user)),
+            "scope_text": scope_limit_text(user=user),
             "scale_requests": scales,
             "policies": list(selectors.policy_list()),
             "decisions": list(selectors.decision_list()[:25]),

@@ -270,6 +270,34 @@ def test_the_health_page_offers_acknowledging_and_silencing_only_within_the_scop
     assert f'<option value="{hybrid.pk}">' not in silence and f'<option value="{access.pk}">' not in silence
 
 
+def test_the_rollout_pages_offer_controls_only_when_every_node_lies_within_the_scope(
+        two_tiers: dict[str, Any], operator_user: User) -> None:
+    fleet = two_tiers["fleet"]
+    client = _operator("team-hybrid", ScopeKind.TIERS, [TierKind.HYBRID_INFERENCE])
+    body = {"combination": fleet.candidate.pk, "module_type": fleet.mtype.pk, "suite": fleet.suite.pk,
+            "wave_size": 1, "max_unavailable": "1", "bake_s": 0, "reason": "new driver", "tiers": [fleet.tier.pk]}
+    created = client.post("/api/v1/rollouts/", body, format="json")
+    assert created.status_code == 201, created.json()
+    rollout = Rollout.objects.get(pk=created.json()["id"])
+    count = rollout.nodes.count()
+    assert count >= 1
+
+    own = _page("team-hybrid-rollouts", ScopeKind.TIERS, [TierKind.HYBRID_INFERENCE])
+    html = own.get(f"/rollouts/{rollout.pk}/").content.decode()
+    assert 'id="rollout-controls"' in html and "data-read-only" not in html
+    other = _page("team-access-rollouts", ScopeKind.TIERS, [TierKind.ACCESS_LOGIC])
+    html = other.get(f"/rollouts/{rollout.pk}/").content.decode()
+    assert 'id="rollout-controls"' not in html and 'data-control="' not in html
+    assert (f"Read-only for you: {count} of this rollout's nodes lie outside your scope (tiers access_logic)."
+            in html)
+
+    new = f"/rollouts/new/?combination={fleet.candidate.pk}"
+    assert "Within your scope (tiers access_logic): name tiers, racks or nodes in it" in other.get(new).content.decode()
+    whole = Client()
+    whole.force_login(operator_user)
+    assert "data-scope-note" not in whole.get(new).content.decode()
+
+
 def test_simulator_faults_keep_to_the_scope(two_tiers: dict[str, Any]) -> None:
     client = _operator("team-hybrid", ScopeKind.TIERS, [TierKind.HYBRID_INFERENCE])
     mine, theirs = two_tiers["hybrid"][0], two_tiers["access"][0]
