@@ -19,8 +19,8 @@ from apps.accounts.services import scope_set, user_ensure
 from apps.audit.models import AuditEvent
 from apps.health.choices import Severity
 from apps.health.models import Finding
-from apps.inventory.choices import NodeState, TierKind
-from apps.inventory.models import Node, Tier
+from apps.inventory.choices import CombinationState, NodeState, TierKind
+from apps.inventory.models import Node, Tier, VersionCombination
 from apps.operations.models import AutoscalerPolicy
 from apps.rollouts.models import Rollout
 from tests.rollouts.conftest import RolloutFleet, rfleet  # noqa: F401  (the rollout fleet fixture)
@@ -296,6 +296,27 @@ def test_the_rollout_pages_offer_controls_only_when_every_node_lies_within_the_s
     whole = Client()
     whole.force_login(operator_user)
     assert "data-scope-note" not in whole.get(new).content.decode()
+
+
+def test_the_versions_page_offers_vector_runs_and_validation_only_within_the_scope(
+        two_tiers: dict[str, Any]) -> None:
+    fleet, theirs = two_tiers["fleet"], two_tiers["access"][0]
+    VersionCombination.objects.filter(pk=fleet.candidate.pk).update(state=CombinationState.BLOCKED)
+    Node.objects.filter(pk=theirs.pk).update(gray=True, state=NodeState.STANDBY)  # the gray pool: rack-a
+    run = 'data-vector-action="run"'  # every module runs the pinned combination, the only one to run on
+    validate = f'data-url="/api/v1/version-combinations/{fleet.candidate.pk}/validate/"'
+
+    team = _page("team-hybrid-versions", ScopeKind.TIERS, [TierKind.HYBRID_INFERENCE])
+    html = team.get("/versions/").content.decode()
+    assert run not in html and "running: modules outside your scope" in html
+    assert validate not in html and "validating: gray pool outside your scope" in html
+    crew = _page("team-rack-versions", ScopeKind.RACKS, ["rack-a"])
+    html = crew.get("/versions/").content.decode()
+    assert validate in html and run not in html
+
+    theirs.modules.update(driver_version="9.9.9")  # now only hybrid nodes run the pinned combination
+    html = team.get("/versions/").content.decode()
+    assert run in html and "running: modules outside your scope" not in html
 
 
 def test_simulator_faults_keep_to_the_scope(two_tiers: dict[str, Any]) -> None:
