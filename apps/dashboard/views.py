@@ -125,6 +125,8 @@ class NodeDetailView(ViewerRequiredMixin, DetailView):
             node_events=audit.audit_recent(limit=6, target_type="node", target_id=str(node.pk)),
             figures=charts.node_figures(node=node, minutes=common["minutes"]),
         )
-        if scopes.nodes_outside(actor=self.request.user, nodes=[node]):  # not offered: the API would refuse them
+        refusal = scopes.nodes_refusal(actor=self.request.user, nodes=[node])
+        if refusal is not None:  # not offered: the API would refuse them; an operator is told why
+            ctx["read_only"] = refusal if ctx["dash_config"]["can_operate"] else None
             ctx["can_operate"] = ctx["dash_config"]["can_operate"] = False
         return ctx

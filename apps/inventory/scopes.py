@@ -4,7 +4,8 @@ A scope (``apps.accounts``: the whole fleet, tiers by kind, racks by name) is de
 inventory, so the check of an object against it lives here. Reading stays fleet-wide: only actions
 call these. System actors (the autoscaler, health, rollouts' controller: names, not users) have no
 scope; their work was allowed when a user started it. The pages ask the same functions which actions
-to offer (``may_act_on_node``, ``tier_refusal``), so a page offers what the API would take."""
+to offer (``may_act_on_node``, ``may_act_on_subject``, ``tier_refusal``, ``nodes_refusal``), so a page
+offers what the API would take and names the same reason where it does not."""
 
 from __future__ import annotations
 
@@ -69,14 +70,22 @@ def nodes_outside(*, actor: Any, nodes: Iterable[Node]) -> list[Node]:
     return [n for n in nodes if not may_act_on_node(actor=actor, node=n)]
 
 
+def nodes_refusal(*, actor: Any, nodes: Iterable[Node]) -> str | None:
+    """Why the actor may not act on ``nodes`` (the 403's detail, naming those outside its scope), or None."""
+    outside = [n.hostname for n in nodes_outside(actor=actor, nodes=nodes)]
+    if not outside:
+        return None
+    what = "node" if len(outside) == 1 else "nodes"
+    return f"{what} {', '.join(outside)} outside your scope ({scope_text(scope_of(user=actor))})"
+
+
 def require_nodes(*, actor: Any, nodes: Iterable[Node]) -> None:
     """Refuse (403) when any of ``nodes`` lies outside the actor's scope, naming them and the scope."""
-    outside = [n.hostname for n in nodes_outside(actor=actor, nodes=nodes)]
-    if outside:
-        scope = scope_of(user=actor)
-        what = "node" if len(outside) == 1 else "nodes"
-        raise OutOfScope(f"{what} {', '.join(outside)} outside your scope ({scope_text(scope)})",
-                         scope=scope, outside=outside)
+    nodes = list(nodes)
+    detail = nodes_refusal(actor=actor, nodes=nodes)
+    if detail is not None:
+        raise OutOfScope(detail, scope=scope_of(user=actor),
+                         outside=[n.hostname for n in nodes_outside(actor=actor, nodes=nodes)])
 
 
 def require_tier(*, actor: Any, tier: Tier) -> None:

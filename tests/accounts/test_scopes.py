@@ -177,6 +177,9 @@ def test_the_node_page_offers_actions_only_within_the_scope(two_tiers: dict[str,
     assert own.status_code == other.status_code == 200  # reading stays fleet-wide
     assert own.context["can_operate"] is True and own.context["dash_config"]["can_operate"] is True
     assert other.context["can_operate"] is False and other.context["dash_config"]["can_operate"] is False
+    assert "data-read-only" not in own.content.decode()
+    assert ('data-read-only="node">Read-only for you: node a-1 outside your scope (tiers hybrid_inference).'
+            in other.content.decode())
 
 
 def _page(name: str, kind: str, values: list[str]) -> Client:
