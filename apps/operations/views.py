@@ -1,7 +1,7 @@
 """Pages: fleet operations at a glance, live (static/js/pages/operations.js re-reads the page's live
-part when the fleet's events say it changed). Operators release holds and quarantines from it;
-cordon, drain, quarantine and scale live on the node and tier pages. Every action posts to the
-API with a confirmation and a reason."""
+part when the fleet's events say it changed). Operators release holds and quarantines from it (those
+within their scope); cordon, drain, quarantine and scale live on the node and tier pages. Every
+action posts to the API with a confirmation and a reason."""
 
 from __future__ import annotations
 
