@@ -190,6 +190,16 @@ def _page(name: str, kind: str, values: list[str]) -> Client:
     return browser
 
 
+def test_the_node_list_lets_an_operator_pick_only_the_nodes_within_its_scope(two_tiers: dict[str, Any]) -> None:
+    pick = {n.hostname: f'class="pick" value="{n.pk}"' for n in two_tiers["hybrid"] + two_tiers["access"]}
+    html = _page("team-hybrid-nodes", ScopeKind.TIERS, [TierKind.HYBRID_INFERENCE]).get("/nodes/").content.decode()
+    assert pick["h-1"] in html and pick["h-2"] in html and pick["a-1"] not in html
+    assert 'id="bulk-bar"' in html and "data-read-only" not in html
+    html = _page("team-elsewhere-nodes", ScopeKind.RACKS, ["rack-z"]).get("/nodes/").content.decode()
+    assert 'class="pick"' not in html and 'id="bulk-bar"' not in html
+    assert 'data-read-only="nodes">Read-only for you: these nodes lie outside your scope (racks rack-z).' in html
+
+
 def test_the_tier_and_fleet_pages_offer_tier_actions_only_within_the_scope(two_tiers: dict[str, Any]) -> None:
     hybrid, access = two_tiers["fleet"].tier, Tier.objects.get(kind=TierKind.ACCESS_LOGIC)
     for tier in (hybrid, access):
