@@ -25,6 +25,12 @@ def scope_text(scope: dict[str, Any]) -> str:
     return f"{scope['kind']} {', '.join(scope['values'])}"
 
 
+def scope_limit_text(*, user: Any) -> str:
+    """The user's scope as a page names it (``tiers hybrid_inference``), or "" when it is the whole fleet."""
+    scope = scope_of(user=user)
+    return "" if scope["kind"] == ScopeKind.FLEET else scope_text(scope)
+
+
 def user_profile(*, user: Any) -> dict[str, Any]:
     return {"username": user.get_username(), "role": role_of(user),
             "service_account": ServiceAccount.objects.filter(user_id=user.pk).exists(),

@@ -20,6 +20,13 @@ from apps.inventory.models import Node, Tier
 from apps.operations import selectors as operations
 
 
+def tier_offers(request: Any, *, tier_kind: str, can_operate: bool) -> dict[str, Any]:
+    """Whether a page offers the whole tier's actions (scale, autoscaler) to this user: by role and by
+    scope, as the API decides them; to an operator whose scope does not hold the tier, why not."""
+    refusal = scopes.tier_refusal(actor=request.user, tier_kind=tier_kind) if can_operate else None
+    return {"acts": can_operate and refusal is None, "read_only": refusal}
+
+
 class FleetDashboardView(ViewerRequiredMixin, TemplateView):
     template_name = "dashboard/fleet.html"
 
@@ -31,8 +38,10 @@ class FleetDashboardView(ViewerRequiredMixin, TemplateView):
                              figures_url="/api/v1/live/figures/fleet/")
         live = {t["id"]: t for t in snapshot["tiers"]}
         tiers = inventory.tier_overview()
+        can_operate = common["dash_config"]["can_operate"]
         for t in tiers:
             t["live"] = live.get(t["tier"].pk)
+            t.update(tier_offers(self.request, tier_kind=t["tier"].kind, can_operate=can_operate))
         ctx.update(
             common, nav="fleet", snapshot=snapshot,
             figures=charts.fleet_figures(minutes=common["minutes"], snapshot=snapshot),
@@ -72,6 +81,7 @@ class TierView(ViewerRequiredMixin, TemplateView):
         live = next(t for t in snapshot["tiers"] if t["id"] == tier.pk)
         ctx.update(
             common, nav="fleet", tier=tier, live=live, snapshot=snapshot,
+            offers=tier_offers(self.request, tier_kind=tier.kind, can_operate=common["dash_config"]["can_operate"]),
             nodes=[dict(zip(snapshot["node_fields"], r, strict=True)) for r in snapshot["nodes"]
                    if r[2] == tier.pk],
             figures=charts.tier_figures(tier=tier, minutes=common["minutes"], snapshot=snapshot),
@@ -115,6 +125,8 @@ class NodeDetailView(ViewerRequiredMixin, DetailView):
             node_events=audit.audit_recent(limit=6, target_type="node", target_id=str(node.pk)),
             figures=charts.node_figures(node=node, minutes=common["minutes"]),
         )
-        if scopes.nodes_outside(actor=self.request.user, nodes=[node]):  # not offered: the API would refuse them
+        refusal = scopes.nodes_refusal(actor=self.request.user, nodes=[node])
+        if refusal is not None:  # not offered: the API would refuse them; an operator is told why
+            ctx["read_only"] = refusal if ctx["dash_config"]["can_operate"] else None
             ctx["can_operate"] = ctx["dash_config"]["can_operate"] = False
         return ctx

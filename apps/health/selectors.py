@@ -168,7 +168,8 @@ def recent_change(*, before: dt.datetime | None = None) -> AuditEvent | None:
 
 
 def finding_list() -> QuerySet[Finding]:
-    return Finding.objects.select_related("node", "module", "tier").order_by("-last_seen", "-id")
+    return Finding.objects.select_related("node__tier", "node__rack", "module__node__tier", "module__node__rack",
+                                          "tier").order_by("-last_seen", "-id")
 
 
 def active_silences(*, now: dt.datetime | None = None) -> list[Silence]:

@@ -15,6 +15,7 @@ from django.views import View
 from django.views.generic import TemplateView
 from rest_framework.exceptions import APIException
 
+from apps.accounts.selectors import scope_limit_text
 from apps.audit.choices import Source
 from apps.common.roles import OPERATOR
 from apps.common.views import ViewerRequiredMixin
@@ -23,13 +24,17 @@ from apps.health.advisor import advice
 from apps.health.checks import CHECKS
 from apps.health.choices import Severity
 from apps.health.models import Finding
+from apps.inventory import scopes
 from apps.inventory.models import Node, Tier
 
 
-def decorate(findings: list[Finding], now: dt.datetime | None = None) -> list[Finding]:
-    """Attach the advisor's causes, the severity colour and an active silence to each finding."""
+def decorate(findings: list[Finding], *, actor: Any, now: dt.datetime | None = None) -> list[Finding]:
+    """Attach the advisor's causes, the severity colour, an active silence and whether ``actor``'s scope
+    lets it acknowledge the finding (the rule the service enforces) to each finding."""
     silences = selectors.active_silences(now=now)
     for f in findings:
+        f.acts = scopes.may_act_on_subject(actor=actor, node=f.node, module=f.module,  # type: ignore[attr-defined]
+                                           tier=f.tier)
         f.advice = advice(f.check_name, node_id=f.node_id, tier_id=f.tier_id)  # type: ignore[attr-defined]
         f.colour = Severity.colour_of(f.severity)  # type: ignore[attr-defined]
         f.silenced = selectors.is_silenced(f, silences)  # type: ignore[attr-defined]
@@ -50,8 +55,14 @@ class HealthView(ViewerRequiredMixin, TemplateView):
             found = [f for f in found if str(f.tier_id) == q["tier"]]
         if q.get("check"):
             found = [f for f in found if f.check_name == q["check"]]
-        ctx.update(nav="health", findings=decorate(found), severities=Severity.choices,
-                   tiers=list(Tier.objects.order_by("level")), checks=sorted(CHECKS), selected=q,
+        user = self.request.user
+        tiers = list(Tier.objects.order_by("level"))
+        ctx.update(nav="health", findings=decorate(found, actor=user), severities=Severity.choices,
+                   tiers=tiers, checks=sorted(CHECKS), selected=q,
+                   # a silence is offered for the tiers the user's scope holds; a scoped user names a tier
+                   # or a node within it (a fleet-wide silence needs the whole fleet)
+                   silence_tiers=[t for t in tiers if scopes.may_act_on_subject(actor=user, tier=t)],
+                   scope_text=scope_limit_text(user=user),
                    recent=list(selectors.finding_list().filter(state="resolved")[:10]),
                    silences=selectors.active_silences())
         return ctx

@@ -9,10 +9,11 @@ import django_filters
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.views.generic import ListView, TemplateView
 
+from apps.accounts.selectors import scope_limit_text
 from apps.common.pages import page_config
 from apps.common.roles import ADMIN, has_role
 from apps.common.views import ViewerRequiredMixin, filter_data
-from apps.inventory import selectors
+from apps.inventory import scopes, selectors
 from apps.inventory.choices import NodeState
 from apps.inventory.filtersets import NodeFilterSet
 from apps.inventory.models import Module, Node
@@ -52,9 +53,14 @@ class NodeListView(ViewerRequiredMixin, ListView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         ctx = super().get_context_data(**kwargs)
-        # operators cordon or drain a selection (static/js/pages/nodes.js: one confirmation, one API call per node)
+        # operators cordon or drain a selection (static/js/pages/nodes.js: one confirmation, one API call for
+        # all of them) of the nodes their scope holds: only those can be picked, as the API would refuse others
         ctx.update(page_config(self.request, socket="/ws/fleet/", page="nodes", figures_url=""),
                    figures={}, snapshot=None)
+        user, can_operate = self.request.user, ctx["dash_config"]["can_operate"]
+        for n in ctx["nodes"]:
+            n.acts = can_operate and scopes.may_act_on_node(actor=user, node=n)  # type: ignore[attr-defined]
+        ctx.update(nodes_act=any(n.acts for n in ctx["nodes"]), scope_text=scope_limit_text(user=user))
         ctx.update(nav="nodes", filter=self.filterset, filtered=self.filterset.is_bound,
                    choices=selectors.node_filter_choices(), states=NodeState.choices,
                    selected_states=self.request.GET.getlist("state"))

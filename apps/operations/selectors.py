@@ -145,7 +145,7 @@ def _status_of(drain: Drain) -> NodeStatus | None | str:
 
 
 def quarantine_list() -> QuerySet[Quarantine]:
-    return Quarantine.objects.select_related("module", "module__node")
+    return Quarantine.objects.select_related("module", "module__node", "module__node__tier", "module__node__rack")
 
 
 def drain_waiting_for(drain: Drain, *, now: dt.datetime | None = None, status: Any = "unset") -> str:

@@ -10,7 +10,9 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.views.generic import TemplateView
 
+from apps.accounts.selectors import scope_limit_text
 from apps.common.views import PLOTLY_VERSION, ViewerRequiredMixin
+from apps.inventory import scopes
 from apps.inventory.choices import CombinationState
 from apps.inventory.models import Rack, Tier, VersionCombination
 from apps.rollouts import selectors
@@ -43,7 +45,10 @@ class RolloutDetailView(ViewerRequiredMixin, TemplateView):
         for rn in nodes:
             rn.colour = Step.colour_of(rn.step)  # type: ignore[attr-defined]
         progress = selectors.progress(rollout)
+        # the controls need every node of the rollout within the user's scope, as the API checks
+        outside = scopes.nodes_outside(actor=self.request.user, nodes=[rn.node for rn in nodes])
         ctx.update(nav="rollouts", rollout=rollout, nodes=nodes, progress=progress, plotly_version=PLOTLY_VERSION,
+                   outside=len(outside), scope_text=scope_limit_text(user=self.request.user),
                    colour=RolloutState.colour_of(rollout.state),
                    config={"api": f"/api/v1/rollouts/{rollout.pk}/", "id": rollout.pk, "ws": "/ws/fleet/",
                            "step_colours": Step.colours(), "state_colours": RolloutState.colours()})
@@ -64,6 +69,7 @@ class RolloutNewView(ViewerRequiredMixin, TemplateView):
             VersionCombination.objects.select_related("module_type", "driver", "framework"), pk=int(given))
         suite = default_suite(combination)
         ctx.update(nav="rollouts", combination=combination, rollable=combination.state in ROLLABLE_STATES,
+                   scope_text=scope_limit_text(user=self.request.user),
                    suite=suite, tiers=list(Tier.objects.order_by("level")), racks=list(Rack.objects.all()),
                    on_failure=OnFailure.choices,
                    config={"preview": "/api/v1/rollouts/preview/", "create": "/api/v1/rollouts/",

@@ -6,9 +6,16 @@ from typing import Any
 
 from django.db.models import Count, Max, Q, QuerySet
 
-from apps.inventory.models import VersionCombination
+from apps.inventory.models import Module, VersionCombination
 from apps.vectors.choices import FINAL_RUN_STATES, Outcome
 from apps.vectors.models import Suite, Vector, VectorResult, VectorRun
+
+
+def combination_modules(combination: VersionCombination) -> QuerySet[Module]:
+    """The modules in nodes that run ``combination``'s driver and framework now: what a run of a suite
+    "on the combination" runs on."""
+    return Module.objects.filter(module_type=combination.module_type, driver_version=combination.driver.version,
+                                 framework_version=combination.framework.version, node__isnull=False)
 
 
 def suite_list() -> QuerySet[Suite]:

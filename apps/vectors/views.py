@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.shortcuts import get_object_or_404
@@ -11,8 +12,10 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.generic import TemplateView
 
 from apps.common.views import PLOTLY_VERSION, ViewerRequiredMixin
+from apps.inventory import scopes
+from apps.inventory.models import Module, VersionCombination
 from apps.inventory.selectors import combination_overview
-from apps.vectors import selectors
+from apps.vectors import selectors, validation
 from apps.vectors.charts import operator_figure
 from apps.vectors.choices import FINAL_RUN_STATES, Outcome, RunState
 from apps.vectors.models import VectorRun
@@ -23,6 +26,23 @@ RESULTS_SHOWN = 500
 def _colour(run: VectorRun) -> VectorRun:
     run.colour = RunState.colour_of(run.state)  # type: ignore[attr-defined]
     return run
+
+
+def _offers(user: Any, combos: list[VersionCombination]) -> None:
+    """Whether the user's scope lets it run a suite on each combination's modules and validate it on the
+    gray pool: every node the run would reach within the scope, as the run's creation checks."""
+    fleet = scopes.may_act_on_subject(actor=user)  # the whole fleet: every node within
+
+    def within(modules: Iterable[Module]) -> bool:
+        ids = {m.node_id for m in modules if m.node_id is not None}
+        return not scopes.nodes_outside(actor=user, nodes=scopes.nodes_for_check(ids))
+
+    gray: dict[int, bool] = {}
+    for c in combos:
+        c.run_acts = fleet or within(selectors.combination_modules(c))  # type: ignore[attr-defined]
+        if c.module_type_id not in gray:
+            gray[c.module_type_id] = fleet or within(validation.gray_modules(c))
+        c.validate_acts = gray[c.module_type_id]  # type: ignore[attr-defined]
 
 
 @method_decorator(ensure_csrf_cookie, name="dispatch")
@@ -38,6 +58,7 @@ class VersionsView(ViewerRequiredMixin, TemplateView):
         runs = selectors.runs_by_combination(combos)
         for c in combos:
             c.recent_runs = [_colour(r) for r in runs.get(c.pk, [])]  # type: ignore[attr-defined]
+        _offers(self.request.user, combos)
         charts = {}
         for t in types:
             points = selectors.operator_points(module_type_id=t["module_type"].pk)

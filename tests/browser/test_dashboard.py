@@ -1,8 +1,8 @@
 """The live dashboard in headless Chromium against a real ASGI server (uvicorn, websockets)
 and the broadcaster process, on the demo fleet with telemetry posted through the ingest
 service: every chart renders with data, a drain started from the node page shows live
-without a reload, a viewer gets no action controls, an anonymous websocket is refused.
-Screenshots go to artifacts/dashboard-*.png."""
+without a reload, a viewer gets no action controls, an operator scoped to one tier gets that
+tier's actions only, an anonymous websocket is refused. Screenshots go to artifacts/dashboard-*.png."""
 
 from __future__ import annotations
 
@@ -10,12 +10,19 @@ import re
 from typing import Any
 
 import pytest
+from axe_playwright_python.sync_playwright import Axe
+from django.contrib.auth.models import User
 from django.utils import timezone
 
+from apps.accounts.choices import ScopeKind
+from apps.accounts.services import scope_set, user_ensure
 from apps.common.templatetags.numbers import number_text
-from apps.inventory.models import Node
+from apps.inventory.choices import TierKind
+from apps.inventory.models import Node, Tier
+from apps.operations.lifecycle import node_cordon
 from tests.browser.conftest import login_by_cookie, screenshot
 from tests.browser.live_pages import CHARTS, OPERATOR, VIEWER, points, post_telemetry, wait_live, wait_points
+from tests.browser.test_axe import blocking
 from tests.live.stack import LiveStack
 
 pytestmark = [pytest.mark.browser, pytest.mark.live]
@@ -125,3 +132,54 @@ def test_it_hides_actions_from_a_viewer_and_refuses_an_anonymous_websocket(
         assert outcome == "closed"
     finally:
         anon.close()
+
+
+def test_a_tier_scoped_operator_is_offered_tier_actions_on_its_tier_only_also_after_live_updates(
+        browser_page: Any, dashboard_stack: LiveStack) -> None:
+    user, _ = user_ensure(username="hybrid-operator", password="hybrid-operator-pw-1", role="operator")
+    scope_set(user=user, kind=ScopeKind.TIERS, values=[TierKind.HYBRID_INFERENCE])
+    hybrid, access = (Tier.objects.get(kind=k) for k in (TierKind.HYBRID_INFERENCE, TierKind.ACCESS_LOGIC))
+    mine, theirs = (f'[data-live-tier="{t.pk}"]' for t in (hybrid, access))
+    read_only = "Read-only for you: tier access_logic outside your scope (tiers hybrid_inference)."
+    page, axe, found = browser_page, Axe(), []
+
+    def cordon_live(hostname: str) -> None:
+        """An operator of the whole fleet cordons an access node; the page hears it in the next snapshot."""
+        held = int(page.inner_text(f"{theirs} [data-live-text=held]"))
+        node_cordon(node=Node.objects.get(hostname=hostname), reason="scoped pages (browser test)",
+                    actor=User.objects.get(username=OPERATOR[0]))
+        page.wait_for_function("([box, n]) => document.querySelector(box + ' [data-live-text=held]').textContent"
+                               " === String(n)", arg=[theirs, held + 1])
+
+    def offered_on_the_fleet_page() -> None:
+        assert page.locator(f"{mine} button.act[data-action=scale]").count() == 1
+        assert page.locator(f"{mine} button.act[data-action=autoscaler]").count() == 1
+        assert page.locator(f"{mine} [data-read-only]").count() == 0
+        assert page.locator(f"{theirs} button.act").count() == 0
+        assert page.inner_text(f"{theirs} [data-read-only]") == read_only
+
+    login_by_cookie(page, dashboard_stack, user, next_url="/")
+    wait_live(page)
+    offered_on_the_fleet_page()
+    cordon_live("n-r1-01")
+    offered_on_the_fleet_page()
+    found += blocking(axe, page, "/ (tier scope)")
+    screenshot(page, "dashboard-fleet-tier-scoped")
+
+    page.goto(f"{dashboard_stack.url}/tiers/{access.pk}/")
+    wait_live(page)
+    assert page.locator("button.act").count() == 0 and page.inner_text("[data-read-only]") == read_only
+    cordon_live("n-r2-01")
+    assert page.locator("button.act").count() == 0 and page.inner_text("[data-read-only]") == read_only
+    found += blocking(axe, page, "access tier (tier scope)")
+    screenshot(page, "dashboard-tier-out-of-scope", full_page=False)
+
+    page.goto(f"{dashboard_stack.url}/tiers/{hybrid.pk}/")
+    wait_live(page)
+    shown = page.evaluate("window.__snapshot.time")
+    page.wait_for_function("(t) => window.__snapshot && window.__snapshot.time !== t", arg=shown)
+    assert page.locator("button.act[data-action=scale]").count() == 1
+    assert page.locator("button.act[data-action=autoscaler]").count() == 1
+    assert page.locator("[data-read-only]").count() == 0
+    found += blocking(axe, page, "hybrid tier (tier scope)")
+    assert found == [], "\n".join(found)

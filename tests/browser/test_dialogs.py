@@ -158,14 +158,18 @@ def test_a_scoped_operators_bulk_cordon_is_refused_whole_naming_the_node_outside
     from apps.accounts.services import scope_set, user_ensure
 
     user, _ = user_ensure(username="rack2-operator", password="rack2-operator-pw-1", role="operator")
-    scope_set(user=user, kind=ScopeKind.RACKS, values=["rack-2"])
+    scope_set(user=user, kind=ScopeKind.RACKS, values=["rack-1", "rack-2"])
     page = browser_page
     picked = {n.hostname: n for n in Node.objects.filter(hostname__in=["n-r2-08", "n-r1-08"])}
     assert {n.state for n in picked.values()} == {"active"}
     login_by_cookie(page, live_server, "rack2-operator", next_url="/nodes/")
+    # only nodes within the scope can be picked: rack-3's have no box
+    assert page.locator(f'#node-table input.pick[value="{Node.objects.get(hostname="n-r3-01").pk}"]').count() == 0
     page.evaluate("window.__noReload = 1")
     for node in picked.values():
         page.check(f'#node-table input.pick[value="{node.pk}"]')
+    # the scope narrows to rack-2 while the page is open: the selection now reaches outside it
+    scope_set(user=user, kind=ScopeKind.RACKS, values=["rack-2"])
     page.click("#bulk-cordon")
     page.locator("#action-reason").wait_for()
     page.fill("#action-reason", "row B power work (scoped, browser test)")

@@ -13,5 +13,6 @@ register = template.Library()
 @register.inclusion_tag("health/_node_findings.html", takes_context=True)
 def node_findings(context: Any, node: Any) -> dict[str, Any]:
     """The node's open findings with the advisor's causes (node page)."""
-    return {"findings": decorate(selectors.open_findings(node=node)), "node": node,
-            "can_operate": context.get("can_operate", False), "request": context.get("request")}
+    request = context.get("request")
+    return {"findings": decorate(selectors.open_findings(node=node), actor=getattr(request, "user", None)),
+            "node": node, "can_operate": context.get("can_operate", False), "request": request}

@@ -21,7 +21,7 @@ from apps.agents.authentication import AGENT_AUTH
 from apps.agents.permissions import IsNodeAgent
 from apps.common.errors import Conflict
 from apps.common.permissions import ViewerReadOperatorWrite
-from apps.inventory.models import Module, VersionCombination
+from apps.inventory.models import VersionCombination
 from apps.vectors import runs, selectors, services, validation
 from apps.vectors.api import serializers as s
 from apps.vectors.filtersets import VectorResultFilterSet, VectorRunFilterSet
@@ -107,10 +107,7 @@ class VectorRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         combination: VersionCombination | None = data.get("combination")
         modules = list(data.get("modules") or [])
         if not modules and combination is not None:
-            modules = list(Module.objects.filter(module_type=combination.module_type,
-                                                 driver_version=combination.driver.version,
-                                                 framework_version=combination.framework.version,
-                                                 node__isnull=False))
+            modules = list(selectors.combination_modules(combination))
             if not modules:
                 raise Conflict(f"no module is on {combination} now; name the modules")
         run = runs.run_create(suite=data["suite"], modules=modules, combination=combination, actor=request.user,
