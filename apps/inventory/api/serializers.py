@@ -139,7 +139,8 @@ class NodeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     class Meta:
         model = Node
         fields = [
-            "id", "hostname", "rack", "rack_name", "slot", "tier", "tier_kind", "tier_name", "state", "state_changed_at",
+            "id", "hostname", "rack", "rack_name", "slot", "tier", "tier_kind", "tier_name", "state",
+            "state_changed_at",
             "cpu_model", "cpu_cores", "cpu_clock_ghz", "l3_cache_mb", "memory_gb", "memory_channels",
             "ecc_memory", "pcie_lanes", "nic_kind", "nic_speed_gbps", "cpu_power_w", "power_budget_w",
             "omp_num_threads", "mkl_num_threads", "isolated_cores", "labels", "warnings", "module_count",

@@ -54,8 +54,9 @@ class ScaleRequestSerializer(serializers.ModelSerializer[ScaleRequest]):
 
     class Meta:
         model = ScaleRequest
-        fields = ["id", "tier", "tier_kind", "tier_name", "from_active", "desired", "owner", "state", "reason", "created_by_name",
-                  "created_at", "finished_at", "activated", "reclaimed", "released", "draining", "progress", "note"]
+        fields = ["id", "tier", "tier_kind", "tier_name", "from_active", "desired", "owner", "state", "reason",
+                  "created_by_name", "created_at", "finished_at", "activated", "reclaimed", "released", "draining",
+                  "progress", "note"]
         read_only_fields = fields
 
     def get_released(self, obj: ScaleRequest) -> list[str]:
