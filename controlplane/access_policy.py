@@ -182,6 +182,7 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "api/v1/health/findings/": READ,
     "api/v1/health/findings/<pk>/": READ,
     "api/v1/health/findings/<pk>/acknowledge/": OPERATOR_ACTION,
+    "api/v1/health/findings/<pk>/reset-breaker/": {"POST": ADMINS},
     "api/v1/health/silences/": READ_WRITE_OPERATOR,
     # Regression vectors: operators run them; agents fetch what they are asked to run.
     "api/v1/vector-suites/": READ,

@@ -1,4 +1,4 @@
-"""Writes of health by people: acknowledge a finding, silence, edit a check. Each in
+"""Writes of health by people: acknowledge a finding, reset a tripped breaker, silence, edit a check. Each in
 one transaction with its audit record. Opening a finding (``finding_open``, always audited) and
 announcing it are here too, for the sweep and for other parts. The sweep's other writes are in
 ``sweep.py`` and ``actions.py``. Other parts of the control plane report findings of their own
@@ -19,7 +19,7 @@ from apps.audit.services import actor_name, audit_record
 from apps.common.errors import Conflict
 from apps.common.events import FLEET_GROUP, EventType, node_group, publish
 from apps.health import notify
-from apps.health.checks import CHECKS, validate_params
+from apps.health.checks import BREAKER, CHECKS, validate_params
 from apps.health.choices import ACTIVE_FINDING_STATES, FindingState, Policy, Severity, Status, SubjectKind
 from apps.health.models import Finding, HealthCheck, Silence
 from apps.inventory import scopes
@@ -47,6 +47,30 @@ def finding_acknowledge(*, finding: Finding, reason: str, actor: Any, source: st
                  source=source, changes={"finding": f.pk, "check": f.check_name, "subject": f.subject_key},
                  related=f)
     return f
+
+
+@transaction.atomic
+def breaker_reset(*, finding: Finding, reason: str, actor: Any, source: str = Source.API) -> tuple[Finding, bool]:
+    """An admin resets a tripped circuit breaker (it never resets by itself): the breaker finding is
+    resolved, with who and why, and health acts on the tier's findings again from its next sweep (if
+    the tier still fails the check that much, that sweep trips it again). Returns the finding and
+    whether it changed: a reset of a breaker already reset changes nothing. 409 on another finding."""
+    if not reason.strip():
+        raise ValidationError({"reason": "say why the breaker may be reset (what was found and fixed)"})
+    f = Finding.objects.select_for_update().get(pk=finding.pk)
+    if f.check_name != BREAKER:
+        raise Conflict(f"finding #{f.pk} is a {f.check_name} finding, not a tripped circuit breaker")
+    if f.state == FindingState.RESOLVED:
+        return f, False
+    f.state, f.resolved_at = FindingState.RESOLVED, timezone.now()
+    f.action = {**f.action, "result": "breaker_reset", "text": f"reset by {actor_name(actor)}: {reason}",
+                "at": f.resolved_at.isoformat()}
+    f.save(update_fields=["state", "resolved_at", "action"])
+    audit_record(actor=actor, action="health.breaker_reset", target=f.tier, reason=reason, source=source,
+                 changes={"finding": f.pk, "subject": f.subject_key, "tripped_at": f.first_seen.isoformat()},
+                 related=f)
+    findings_announce(findings=[f], event="resolve", now=f.resolved_at)
+    return f, True
 
 
 @transaction.atomic

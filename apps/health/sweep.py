@@ -166,6 +166,9 @@ def _apply(evals: list[Evaluation], configs: dict[str, selectors.CheckConfig], n
             continue
         changed = False
         if bad:
+            if "quiet_since" in f.evidence:  # failing again: no longer quiet
+                f.evidence = {k: v for k, v in f.evidence.items() if k != "quiet_since"}
+                changed = True
             f.last_seen = now
             seen_last.append(f.pk)
             if f.status == Status.UNKNOWN:
@@ -176,7 +179,13 @@ def _apply(evals: list[Evaluation], configs: dict[str, selectors.CheckConfig], n
             if e.outcome.score > f.worst_score:
                 f.summary, f.evidence, f.worst_score = e.outcome.summary, e.outcome.evidence, e.outcome.score
                 changed = True
-        if hysteresis.clearing(mem, k=needed):
+        if hysteresis.clearing(mem, k=needed) and e.check == BREAKER:
+            # A tripped breaker never resets by itself, however quiet the tier becomes: an admin
+            # looks at what tripped it and resets it (services.breaker_reset). It says since when it is quiet.
+            if "quiet_since" not in f.evidence:
+                f.evidence = {**f.evidence, "quiet_since": now.isoformat()}
+                changed = True
+        elif hysteresis.clearing(mem, k=needed):
             f.state, f.resolved_at, changed = FindingState.RESOLVED, now, True
             if f.holds:
                 f.release_after = now + dt.timedelta(seconds=lim.cooldown_s)

@@ -105,3 +105,33 @@ def test_it_releases_its_own_hold_after_the_finding_resolves_and_the_cool_down(h
     assert not Quarantine.objects.filter(module__serial=serial, released_at__isnull=True).exists()
     assert hfleet.nodes["n-05"].modules.get(serial=serial).state == ModuleState.HEALTHY
     assert hfleet.nodes["n-05"].state == NodeState.ACTIVE
+
+
+def test_a_tripped_breaker_stays_tripped_over_quiet_sweeps_until_an_admin_resets_it(
+        hfleet: HealthFleet, admin_api: Any, operator_api: Any) -> None:
+    _fleet(hfleet, 10)
+    check_update(name="ecc", policy="act", actor="admin")
+    hfleet.all_report(modules={f"n-0{i}-m0": {"ecc_uncorrected": 1} for i in (1, 4, 7)})
+    sweeps(3)
+    [breaker] = findings("breaker")
+    # the tier goes quiet: sweep after sweep, the breaker stays (and says since when it is quiet)
+    hfleet.all_report()
+    sweeps(8)
+    breaker.refresh_from_db()
+    assert breaker.state == FindingState.OPEN and "quiet_since" in breaker.evidence
+    assert not Quarantine.objects.filter(owner="health").exists()
+
+    url = f"/api/v1/health/findings/{breaker.pk}/reset-breaker/"
+    assert operator_api.post(url, {"reason": "fixed"}, format="json").status_code == 403
+    assert admin_api.post(url, {"reason": " "}, format="json").status_code == 400
+    other = findings("ecc")[0]
+    refused = admin_api.post(f"/api/v1/health/findings/{other.pk}/reset-breaker/", {"reason": "x"}, format="json")
+    assert refused.status_code == 409 and "not a tripped circuit breaker" in refused.json()["detail"]
+    done = admin_api.post(url, {"reason": "a bad ECC firmware batch, rolled back"}, format="json")
+    assert done.status_code == 200 and done.json()["state"] == FindingState.RESOLVED
+    again = admin_api.post(url, {"reason": "twice"}, format="json")  # a twin: nothing more happens
+    assert again.status_code == 200
+    [event] = AuditEvent.objects.filter(action="health.breaker_reset")
+    assert event.reason == "a bad ECC firmware batch, rolled back" and event.changes["finding"] == breaker.pk
+    sweeps(2)  # quiet now: nothing trips it again
+    assert findings("breaker")[0].state == FindingState.RESOLVED

@@ -68,6 +68,10 @@ class AcknowledgeSerializer(serializers.Serializer[Any]):
     reason = serializers.CharField(help_text="What you are doing about it")
 
 
+class BreakerResetSerializer(serializers.Serializer[Any]):
+    reason = serializers.CharField(help_text="What tripped the breaker and what was found or fixed")
+
+
 class SilenceSerializer(serializers.ModelSerializer[Silence]):
     check = serializers.CharField(source="check_name", required=False, allow_blank=True, default="",
                                   help_text="Empty: every check")

@@ -90,6 +90,21 @@ class FindingViewSet(viewsets.ReadOnlyModelViewSet[Finding]):
         return Response(s.FindingSerializer(Finding.objects.select_related("node", "module", "tier").get(
             pk=f.pk)).data)
 
+    @extend_schema(tags=["health"], request=s.BreakerResetSerializer, responses={200: s.FindingSerializer,
+                                                                                409: ConflictSerializer},
+                   description="Admins: reset a tripped circuit breaker (a `breaker` finding), with a reason. "
+                               "A breaker never resets by itself; health acts on the tier again from its next "
+                               "sweep, which trips it again if the tier still fails that much. Resetting one "
+                               "already reset changes nothing; 409 on a finding of another check.")
+    @action(detail=True, methods=["post"], url_path="reset-breaker", permission_classes=[IsViewer])
+    def reset_breaker(self, request: Request, pk: int) -> Response:
+        finding = get_object_or_404(Finding, pk=pk)
+        ser = s.BreakerResetSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        f, _ = services.breaker_reset(finding=finding, reason=ser.validated_data["reason"], actor=request.user)
+        return Response(s.FindingSerializer(Finding.objects.select_related("node", "module", "tier").get(
+            pk=f.pk)).data)
+
 
 @extend_schema_view(
     list=extend_schema(tags=["health"]),
