@@ -73,6 +73,22 @@ def version_drift() -> QuerySet[Module]:
     )
 
 
+def drift_back_to_pin() -> list[dict[str, Any]]:
+    """Per module type with drifted modules in nodes: its pinned combination, the nodes holding them
+    (ids, hostnames) and how many modules; what a rollout of the pin to those nodes would put right."""
+    by_type: dict[int, dict[int, str]] = {}
+    counts: dict[int, int] = {}
+    for type_id, node_id, hostname in version_drift().filter(node__isnull=False).values_list(
+            "module_type_id", "node_id", "node__hostname"):
+        by_type.setdefault(type_id, {})[node_id] = hostname
+        counts[type_id] = counts.get(type_id, 0) + 1
+    pins = {c.module_type_id: c for c in combination_list().filter(
+        module_type_id__in=by_type, state=CombinationState.PINNED)}
+    return [{"combination": pins[t], "module_type": pins[t].module_type, "modules": counts[t],
+             "node_ids": sorted(nodes), "hostnames": sorted(nodes.values())}
+            for t, nodes in sorted(by_type.items()) if t in pins]
+
+
 def combination_list() -> QuerySet[VersionCombination]:
     return VersionCombination.objects.select_related("module_type", "driver", "framework")
 

@@ -14,7 +14,7 @@ from apps.accounts.selectors import scope_limit_text
 from apps.common.views import PLOTLY_VERSION, ViewerRequiredMixin
 from apps.inventory import scopes
 from apps.inventory.choices import CombinationState
-from apps.inventory.models import Rack, Tier, VersionCombination
+from apps.inventory.models import Node, Rack, Tier, VersionCombination
 from apps.rollouts import selectors
 from apps.rollouts.choices import OnFailure, RolloutState, Step
 from apps.rollouts.services import ROLLABLE_STATES, default_suite
@@ -67,12 +67,20 @@ class RolloutNewView(ViewerRequiredMixin, TemplateView):
             raise Http404("name the combination to roll out: /rollouts/new/?combination=<its id>")
         combination = get_object_or_404(
             VersionCombination.objects.select_related("module_type", "driver", "framework"), pk=int(given))
+        # ?nodes=1,2,3: a rollout to these nodes only (the drift page's "back to the pin")
+        wanted = self.request.GET.get("nodes", "")
+        if wanted and not all(part.strip().isdigit() for part in wanted.split(",")):
+            raise Http404("nodes: node ids separated by commas, e.g. ?nodes=3,7")
+        nodes = list(Node.objects.filter(pk__in=[int(p) for p in wanted.split(",")]).order_by("hostname")
+                     ) if wanted else []
         suite = default_suite(combination)
         ctx.update(nav="rollouts", combination=combination, rollable=combination.state in ROLLABLE_STATES,
+                   only_nodes=nodes,
                    scope_text=scope_limit_text(user=self.request.user),
                    suite=suite, tiers=list(Tier.objects.order_by("level")), racks=list(Rack.objects.all()),
                    on_failure=OnFailure.choices,
                    config={"preview": "/api/v1/rollouts/preview/", "create": "/api/v1/rollouts/",
                            "combination": combination.pk, "module_type": combination.module_type_id,
+                           "nodes": [n.pk for n in nodes],
                            "suite": suite.pk if suite else None})
         return ctx

@@ -88,7 +88,26 @@ def test_it_shows_combinations_and_drift(browser_page: Any, live_server: Any, de
     assert rows.count() > 0
     first = rows.first.inner_text()
     assert "2.2.9" in first and "2.3.1" in first and "n-r2-1" in first
+    back = page.locator("#back-to-pin li", has_text="Axon AX-40")
+    assert "2.3.1" in back.inner_text() and back.locator("a").count() == 0  # a viewer reads, no action
     screenshot(page, "drift")
+
+    # An operator rolls the pin out to the drifted nodes only, previewed first like any rollout.
+    from apps.accounts.services import user_ensure
+
+    user_ensure(username="drift-operator", password="drift-operator-pw-1", role="operator")
+    login_by_cookie(page, live_server, "drift-operator", next_url="/drift/")
+    drifted = sorted(set(Node.objects.filter(modules__driver_version="2.2.9", modules__module_type__model="AX-40")
+                         .values_list("hostname", flat=True)))
+    with page.expect_navigation():
+        page.click("#back-to-pin li:has-text('Axon AX-40') a")
+    assert page.inner_text("#only-nodes").startswith("Only these nodes: " + ", ".join(drifted))
+    page.click("#preview-button")
+    page.wait_for_function("() => !document.querySelector('#preview').hidden")
+    planned = {row.split("(")[0].strip() for row in page.eval_on_selector_all(
+        "#preview-body table.list tbody tr td:first-child", "els => els.map(e => e.textContent)")
+        if row.startswith("n-")}
+    assert planned and planned <= set(drifted), (planned, drifted)
 
 
 def test_it_filters_the_audit_log(browser_page: Any, live_server: Any, demo_fleet: dict[str, Any]) -> None:

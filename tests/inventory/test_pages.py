@@ -280,3 +280,23 @@ def test_it_treats_an_empty_filter_form_as_no_filter(viewer: Client, fleet: dict
     response = viewer.get("/nodes/?q=&tier=&rack=&state=&module_type=&label=&has_warnings=")
     assert [n.hostname for n in response.context["nodes"]] == ["n-r1-07", "n-r2-01"]
     assert "match the filters" not in response.content.decode()
+
+
+def test_the_drift_page_offers_the_pin_back_to_the_drifted_nodes_and_the_rollout_page_takes_them(
+        db: Any, operator_user: Any, viewer_user: Any) -> None:
+    from apps.simulator.demo import seed_demo
+
+    seed_demo()
+    operator, viewer = Client(), Client()
+    operator.force_login(operator_user)
+    viewer.force_login(viewer_user)
+    page = operator.get("/drift/")
+    [row] = [b for b in page.context["back_to_pin"] if b["module_type"].model == "AX-40"]
+    drifted = sorted({m.node.hostname for m in page.context["modules"] if m.node and m.module_type.model == "AX-40"})
+    assert row["hostnames"] == drifted and row["combination"].state == "pinned"
+    link = f'/rollouts/new/?combination={row["combination"].pk}&amp;nodes={",".join(map(str, row["node_ids"]))}'
+    assert link in page.content.decode()
+    assert "Roll the pin out" not in viewer.get("/drift/").content.decode()  # viewers read
+    new = operator.get(link.replace("&amp;", "&"))
+    assert new.status_code == 200 and [n.hostname for n in new.context["only_nodes"]] == drifted
+    assert operator.get(f'/rollouts/new/?combination={row["combination"].pk}&nodes=3;drop').status_code == 404

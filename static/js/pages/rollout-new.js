@@ -25,6 +25,7 @@ const body = () => {
     tiers: multi("tiers"), racks: multi("racks"), canary: canaryOf(String(f.get("canary")).trim()),
     wave_size: Number(f.get("wave_size")), max_unavailable: String(f.get("max_unavailable")),
     bake_s: Number(f.get("bake_s")), on_failure: String(f.get("on_failure")),
+    ...(cfg.nodes && cfg.nodes.length ? { nodes: cfg.nodes } : {}),  // only these nodes (?nodes=)
   };
 };
 
