@@ -87,6 +87,7 @@ def test_two_of_every_process_share_the_work_and_survive_losing_one(live_stack: 
         # An action through web A reaches web B's client.
         node = wait_for(lambda: Node.objects.filter(state=NodeState.ACTIVE).order_by("pk").first(), timeout=60,
                         what="an active node")
+        assert node is not None  # wait_for returns only a node it found; the type checker cannot tell
         answer = httpx.post(f"{url_a}/api/v1/nodes/{node.pk}/cordon/",  # the capacity floor: an override
                             json={"reason": "two of everything", "override": True},
                             headers={"Authorization": f"Token {token}"}, timeout=30)
