@@ -366,9 +366,27 @@ SPECTACULAR_SETTINGS = {
 # Celery: one app, queues named by the kind of work (see controlplane/celery.py).
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
+# Every task is acknowledged when it ends, not when a worker takes it (each is safe to run twice,
+# docs/architecture.md): a worker that dies mid-task leaves its message unacknowledged. A worker
+# child killed alone is seen by its parent, which puts the message back at once; a whole worker
+# killed (SIGKILL, OOM, a lost host) acknowledges nothing, and Redis has no consumer to notice:
+# kombu keeps each delivered message in an "unacked" set and another worker puts it back on its
+# queue once it is older than the visibility timeout. One prefetched task per child: a worker holds
+# no message it is not running (a task with an ETA excepted), so a message's age is its run time.
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# The visibility timeout must exceed the longest a live worker keeps a message: the longest hard
+# time limit (telemetry_retention, 660 s) and the longest ETA (health_notify's last retry, 80 s,
+# plus its 40 s), or a task still running is delivered to a second worker. 900 s: a dead worker's
+# task runs again within 15 minutes (Celery's default is an hour). Every worker looks for such
+# messages every CELERY_RESTORE_INTERVAL_S (kombu's default looks only on every tenth tick, so
+# about every 100 s). tests/test_celery_config.py holds the default above the tasks' limits.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT_S", "900")),
+    "unacked_restore_interval": float(os.environ.get("CELERY_RESTORE_INTERVAL_S", "10")),
+    "unacked_restore_throttle": 1,
+}
 # Beat and the broadcaster run active/standby behind leases (apps/common/leases.py): a standby
 # takes over within LEASE_TTL_S (and one poll) of the holder's last renewal.
 CELERY_BEAT_SCHEDULER = "controlplane.beat:LeasedDatabaseScheduler"

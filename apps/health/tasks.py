@@ -36,6 +36,7 @@ def health_sweep() -> dict[str, Any]:
 
 
 NOTIFY_RETRIES = 5
+NOTIFY_BACKOFF_S = 5.0  # the first retry's wait, doubled at each retry (HEALTH_NOTIFY_BACKOFF_S)
 
 
 @shared_task(name="apps.health.tasks.health_notify", bind=True, acks_late=True, soft_time_limit=30, time_limit=40,
@@ -48,5 +49,5 @@ def health_notify(self: Any, delivery_id: int) -> str:
         if self.request.retries >= NOTIFY_RETRIES:
             notify.delivery_give_up(delivery_id=delivery_id)
             return "failed"
-        base = float(getattr(settings, "HEALTH_NOTIFY_BACKOFF_S", 5.0))
+        base = float(getattr(settings, "HEALTH_NOTIFY_BACKOFF_S", NOTIFY_BACKOFF_S))
         raise self.retry(exc=exc, countdown=base * 2 ** self.request.retries) from exc
