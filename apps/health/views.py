@@ -21,20 +21,46 @@ from apps.common.views import ViewerRequiredMixin
 from apps.health import selectors, services
 from apps.health.advisor import advice
 from apps.health.checks import CHECKS
-from apps.health.choices import Severity
+from apps.health.choices import Evidence, Policy, Severity, SubjectKind
+from apps.health.evidence import evidence_rows, param_rows
 from apps.health.models import Finding
 from apps.inventory.models import Node, Tier
 
 
 def decorate(findings: list[Finding], now: dt.datetime | None = None) -> list[Finding]:
-    """Attach the advisor's causes, the severity colour and an active silence to each finding."""
+    """Attach the advisor's causes, the severity colour, an active silence and the evidence as labelled values
+    to each finding."""
     silences = selectors.active_silences(now=now)
     for f in findings:
         f.advice = advice(f.check_name, node_id=f.node_id, tier_id=f.tier_id)  # type: ignore[attr-defined]
         f.colour = Severity.colour_of(f.severity)  # type: ignore[attr-defined]
         f.silenced = selectors.is_silenced(f, silences)  # type: ignore[attr-defined]
-        f.title = CHECKS[f.check_name].title if f.check_name in CHECKS else f.check_name  # type: ignore[attr-defined]
+        f.title = check_title(f.check_name)  # type: ignore[attr-defined]
+        f.evidence_rows = evidence_rows(f.check_name, f.evidence)  # type: ignore[attr-defined]
     return findings
+
+
+def check_title(name: str) -> str:
+    return CHECKS[name].title if name in CHECKS else name.replace("_", " ").capitalize()
+
+
+def findings_context(findings: list[Finding], *, actor: Any) -> dict[str, Any]:
+    """What a page's findings section renders: one card per (check, cause) with its subjects, each with the
+    actions offered to ``actor``, and the open and acknowledged counts."""
+    offers = selectors.finding_offers(findings, actor=actor)
+    for f in decorate(findings):
+        f.offers = offers.get(f.pk, [])  # type: ignore[attr-defined]
+    return {"groups": selectors.finding_groups(findings), "counts": selectors.finding_counts(findings)}
+
+
+def check_rows() -> list[dict[str, Any]]:
+    """Every check as an operator reads it: what it watches and reads, its policy and hysteresis, its
+    parameters with labels and units."""
+    return [{"name": name, "title": CHECKS[name].title, "subject": SubjectKind(CHECKS[name].subject).label,
+             "evidence": Evidence(CHECKS[name].evidence).label, "policy": Policy(cfg.policy).label.split(" (")[0],
+             "policy_text": Policy(cfg.policy).label, "enabled": cfg.enabled, "raise_n": cfg.raise_n,
+             "raise_m": cfg.raise_m, "clear_k": cfg.clear_k, "params": param_rows(cfg.params)}
+            for name, cfg in selectors.check_configs().items()]
 
 
 class HealthView(ViewerRequiredMixin, TemplateView):
@@ -50,10 +76,15 @@ class HealthView(ViewerRequiredMixin, TemplateView):
             found = [f for f in found if str(f.tier_id) == q["tier"]]
         if q.get("check"):
             found = [f for f in found if f.check_name == q["check"]]
-        ctx.update(nav="health", findings=decorate(found), severities=Severity.choices,
-                   tiers=list(Tier.objects.order_by("level")), checks=sorted(CHECKS), selected=q,
-                   recent=list(selectors.finding_list().filter(state="resolved")[:10]),
-                   silences=selectors.active_silences())
+        recent = list(selectors.finding_list().filter(state="resolved")[:10])
+        for f in recent:
+            f.title = check_title(f.check_name)  # type: ignore[attr-defined]
+        for s in (silences := selectors.active_silences()):
+            s.title = check_title(s.check_name) if s.check_name else "Every check"  # type: ignore[attr-defined]
+        ctx.update(nav="health", **findings_context(found, actor=self.request.user), severities=Severity.choices,
+                   tiers=list(Tier.objects.order_by("level")),
+                   checks=sorted(((n, c.title) for n, c in CHECKS.items()), key=lambda c: c[1]), selected=q,
+                   check_table=check_rows(), recent=recent, silences=silences)
         return ctx
 
 
