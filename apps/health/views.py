@@ -4,6 +4,7 @@ silence with a reason (operators)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 from django.contrib import messages
@@ -50,7 +51,12 @@ def findings_context(findings: list[Finding], *, actor: Any) -> dict[str, Any]:
     offers = selectors.finding_offers(findings, actor=actor)
     for f in decorate(findings):
         f.offers = offers.get(f.pk, [])  # type: ignore[attr-defined]
-    return {"groups": selectors.finding_groups(findings), "counts": selectors.finding_counts(findings)}
+    groups = selectors.finding_groups(findings)
+    for g in groups:
+        # one reason for every open finding of the card the actor may acknowledge (two or more)
+        urls = [o["url"] for f in g.findings for o in offers.get(f.pk, []) if o["action"] == "acknowledge"]
+        g.acknowledge_all = json.dumps(urls) if len(urls) > 1 else ""  # type: ignore[attr-defined]
+    return {"groups": groups, "counts": selectors.finding_counts(findings)}
 
 
 def check_rows() -> list[dict[str, Any]]:

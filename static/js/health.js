@@ -52,6 +52,7 @@ function operate(btn) {
       let body = Object.assign(btn.dataset.body ? JSON.parse(btn.dataset.body) : {}, { reason: reason });
       if (kind.body) body = kind.body(body);
       if (typeof body === "string") return body;
+      if (btn.dataset.urls) return each(btn, JSON.parse(btn.dataset.urls), body);
       const res = await Live.send(btn.dataset.url, body, "POST");
       if (!res.ok) return errorText(res);
       const d = res.data || {};
@@ -61,6 +62,19 @@ function operate(btn) {
       return null;
     },
   });
+}
+
+/* One reason for several findings (a card's "acknowledge all"): each one posted, the refusals listed. */
+async function each(btn, urls, body) {
+  const refused = [];
+  for (const url of urls) {
+    const res = await Live.send(url, body, "POST");
+    if (!res.ok) refused.push(errorText(res));
+  }
+  await warn(refresh());
+  if (refused.length) return (urls.length - refused.length) + " of " + urls.length + " done; " + refused.join("; ");
+  toast(btn.dataset.title + ": done");
+  return null;
 }
 
 document.addEventListener("click", (ev) => {

@@ -107,6 +107,7 @@ def test_an_operator_quarantines_a_module_from_a_grouped_findings_card(
     page.wait_for_function("() => document.querySelector('#action-dialog').open")
     assert page.inner_text("#action-title") == "Quarantine module n-1-m1"
     found = blocking(Axe(), page, "/health/ with a quarantine dialog open")
+    screenshot(page, "health-grouped-dialog", full_page=False)
     page.fill("#action-reason", "reseating n-1-m1: trained at x2")
     page.click("#action-confirm")
     page.wait_for_selector(f"tr[data-finding='{f.pk}'] .badge.state-quarantined")
@@ -116,5 +117,10 @@ def test_an_operator_quarantines_a_module_from_a_grouped_findings_card(
     module.refresh_from_db()
     assert module.state == "quarantined"
     assert AuditEvent.objects.filter(action="module.quarantine", reason="reseating n-1-m1: trained at x2").exists()
+    page.click("button[data-urls]")  # the card's "acknowledge all 3 open", one reason for each
+    page.fill("#action-reason", "lane budget: rebalancing n-1 and n-2")
+    page.click("#action-confirm")
+    page.wait_for_function("() => document.querySelector('#findings-count').innerText === '0 open · 3 acknowledged'")
+    assert Finding.objects.filter(check_name="link_width", state=FindingState.ACKNOWLEDGED).count() == 3
     screenshot(page, "health-grouped")
     assert found == [], "\n".join(found)

@@ -120,8 +120,9 @@ def test_the_remedys_actions_are_offered_to_operators_within_their_scope_and_to_
     page = client.get("/health/").content.decode()
     assert 'id="action-dialog"' in page
     assert f'data-action="quarantine" data-url="/api/v1/modules/{m0.pk}/quarantine/"' in page
-    assert page.count('data-action="quarantine"') == 4 and page.count('data-action="acknowledge"') == 4
+    assert page.count('data-action="quarantine"') == 4 and page.count('data-action="acknowledge" data-url=') == 4
     assert page.count('data-action="silence"') == 4 and 'data-action="drain"' not in page  # not this remedy's
+    assert page.count("Acknowledge all 3 open") == 1  # the card of three; none on the card of one
 
     # quarantined, the module offers no quarantine; the finding stays with its other actions
     api = APIClient()
@@ -137,7 +138,7 @@ def test_the_remedys_actions_are_offered_to_operators_within_their_scope_and_to_
     page = client.get("/health/").content.decode()
     n3m0 = Module.objects.get(serial="n-3-m0")
     assert page.count('data-action="quarantine"') == 1 and f"/api/v1/modules/{n3m0.pk}/quarantine/" in page
-    assert page.count('data-action="acknowledge"') == 1
+    assert page.count('data-action="acknowledge"') == 1 and "Acknowledge all" not in page
 
 
 def test_checks_are_a_section_to_read_and_the_filter_names_them(hfleet: HealthFleet, viewer_user: User) -> None:
