@@ -73,6 +73,12 @@ EVIDENCE: dict[str, dict[str, Field]] = {
                        "used": pct("Quota used"), "headroom": pct("Headroom"), "binding": Field("Binding quota"),
                        "warn_headroom": pct("Warns below headroom"), "min_headroom": pct("Fails below headroom"),
                        "requests_per_minute": Field("Requests per minute", "/min")},
+    "checker": {"check": Field("Check"), "count": Field("Subjects it raised on"), "errors": Field("Errors")},
+    "breaker": {"check": Field("Check"), "failing_nodes": Field("Failing nodes"),
+                "serving_nodes": Field("Serving nodes"), "share": pct("Share failing"), "breaker": pct("Trips above"),
+                "recent_change": Field("Most recent change")},
+    "vector_regression": {"run": Field("Regression run", prefix="#"), "combination": Field("Combination", prefix="#"),
+                          "cases": Field("Failing cases")},
 }
 
 # A check's parameters (the checks section of /health/): what each one sets.
@@ -93,7 +99,7 @@ PARAMS: dict[str, Field] = {
 CAUSE_KEYS: dict[str, tuple[str, ...]] = {
     "version_drift": ("driver", "framework", "pinned_driver", "pinned_framework"),
     "link_width": ("link_width", "expected"),
-    "checker": ("check", "error"),
+    "checker": ("check",),
     "breaker": ("check",),
     "vector_regression": ("combination",),
 }
@@ -128,6 +134,8 @@ def value_text(value: Any, f: Field) -> str:
     if isinstance(value, list | tuple):
         if value and all(isinstance(v, list | tuple) for v in value):
             return "; ".join(" / ".join(value_text(x, f) for x in v) for v in value)
+        if value and all(isinstance(v, dict) for v in value):
+            return "; ".join(value_text(v, f) for v in value)
         return ", ".join(value_text(v, f) for v in value) or "–"
     return str(value)
 
