@@ -185,7 +185,7 @@ def finding_list() -> QuerySet[Finding]:
 
 
 def active_silences(*, now: dt.datetime | None = None) -> list[Silence]:
-    return list(Silence.objects.filter(expires_at__gt=now or timezone.now()))
+    return list(Silence.objects.filter(expires_at__gt=now or timezone.now()).select_related("node", "tier"))
 
 
 def is_silenced(finding: Finding, silences: list[Silence]) -> Silence | None:

@@ -87,6 +87,7 @@ class HealthView(ViewerRequiredMixin, TemplateView):
             f.title = check_title(f.check_name)  # type: ignore[attr-defined]
         for s in (silences := selectors.active_silences()):
             s.title = check_title(s.check_name) if s.check_name else "Every check"  # type: ignore[attr-defined]
+            s.where = s.node.hostname if s.node else s.tier.name if s.tier else "the fleet"  # type: ignore[attr-defined]
         ctx.update(nav="health", **findings_context(found, actor=self.request.user), severities=Severity.choices,
                    tiers=list(Tier.objects.order_by("level")),
                    checks=sorted(((n, c.title) for n, c in CHECKS.items()), key=lambda c: c[1]), selected=q,

@@ -4,10 +4,14 @@ offered to those who may take them; acknowledge with a reason; the checks to rea
 
 from __future__ import annotations
 
+import datetime as dt
+import html
+import json
 import re
 
 from django.contrib.auth.models import User
 from django.test import Client
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.accounts.choices import ScopeKind
@@ -124,9 +128,16 @@ def test_the_remedys_actions_are_offered_to_operators_within_their_scope_and_to_
     assert page.count('data-action="silence"') == 4 and 'data-action="drain"' not in page  # not this remedy's
     assert page.count("Acknowledge all 3 open") == 1  # the card of three; none on the card of one
 
-    # quarantined, the module offers no quarantine; the finding stays with its other actions
+    # the silence's body is what the API takes (the dialog adds the reason and the expiry)
     api = APIClient()
     api.force_authenticate(operator_user)
+    body = json.loads(html.unescape(re.findall(r'data-action="silence"[^>]*data-body="([^"]+)"', page)[0]))
+    expires = (timezone.now() + dt.timedelta(hours=4)).isoformat()
+    assert api.post("/api/v1/health/silences/", {**body, "reason": "rebalancing", "expires_at": expires},
+                    format="json").status_code == 201
+    assert "silenced until" in client.get("/health/").content.decode()
+
+    # quarantined, the module offers no quarantine; the finding stays with its other actions
     assert api.post(f"/api/v1/modules/{m0.pk}/quarantine/", {"reason": "reseat"}, format="json").status_code == 200
     page = client.get("/health/").content.decode()
     assert f"/api/v1/modules/{m0.pk}/quarantine/" not in page and page.count('data-action="quarantine"') == 3
