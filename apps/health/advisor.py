@@ -13,6 +13,12 @@ class Cause:
     cause: str
     confirm: str
     remedy: str
+    # The lifecycle actions the remedy names (FINDING_ACTIONS), offered on the finding where it is read.
+    actions: tuple[str, ...] = ()
+
+
+# What a remedy can name, and what each acts on: a module (quarantine) or the finding's node.
+FINDING_ACTIONS: dict[str, str] = {"quarantine": "module", "cordon": "node", "drain": "node"}
 
 
 ADVICE: dict[str, list[Cause]] = {
@@ -27,7 +33,7 @@ ADVICE: dict[str, list[Cause]] = {
         Cause("A memory DIMM is failing: corrected errors rise, then uncorrected ones follow and crash long-running "
               "services or corrupt state", "Node page: the module's ECC corrected and uncorrected counters over "
               "the last minutes", "Drain the node, replace the DIMM; ECC memory only (DOMAIN: non-ECC memory "
-              "crashes long-running services)"),
+              "crashes long-running services)", ("drain",)),
         Cause("The module overheats, which raises the error rate", "Node page: the module's temperature beside "
               "its ECC counters", "Check the node's cooling and fans"),
     ],
@@ -37,17 +43,20 @@ ADVICE: dict[str, list[Cause]] = {
               "below expected; the node's lanes used against its PCIe lanes", "Rebalance modules across nodes, "
               "check the lane allocation"),
         Cause("A module is badly seated or its slot degraded", "Reseat the module and look whether the width "
-              "returns; swap slots with a twin", "Reseat or replace the module or riser"),
+              "returns; swap slots with a twin", "Reseat or replace the module or riser",
+              ("quarantine",)),
     ],
     "temperature": [
         Cause("Cooling: a failed fan, a blocked inlet, a hot aisle", "Node page: the module temperatures against "
-              "their twins in the same rack", "Fix the airflow; the module throttles above its limit"),
+              "their twins in the same rack", "Cordon the node and fix the airflow; the module throttles above "
+              "its limit", ("cordon",)),
         Cause("Sustained full load on a module that is not rated for it", "Node page: module utilisation beside "
               "temperature", "Spread the load, lower the batch window"),
     ],
     "power": [
         Cause("The module draws more than its type is rated for (failing VRM, wrong firmware)", "Node page: module "
-              "power against the type's rated watts", "Replace the module; check firmware"),
+              "power against the type's rated watts", "Quarantine and replace the module; check firmware",
+              ("quarantine",)),
         Cause("The node exceeds its power budget, so the rack cannot be filled", "Racks page: the rack's draw "
               "against its budget", "Move a module to another node"),
     ],
@@ -56,7 +65,7 @@ ADVICE: dict[str, list[Cause]] = {
               "the module's versions against the pinned combination", "Lock version combinations; roll back "
               "the upgrade"),
         Cause("Failing hardware", "Node page: the module's error counter and its twins'", "Quarantine and replace "
-              "the module"),
+              "the module", ("quarantine",)),
     ],
     "drain_deadline": [
         Cause("Requests in flight do not finish: long agent tasks (tens to hundreds of rounds), or a stuck "
@@ -104,7 +113,7 @@ ADVICE: dict[str, list[Cause]] = {
               "Roll the module back to the last pinned combination; block the combination if its twins fail too"),
         Cause("The module itself computes wrong (silent data corruption): its outputs differ from twins on the "
               "same combination", "The run's fingerprint: is this module the only one whose outputs differ?",
-              "Quarantine the module and replace it"),
+              "Quarantine the module and replace it", ("quarantine",)),
     ],
     "endpoint_latency": [
         Cause("The endpoint is saturated: more requests or longer prompts than its GPUs serve within the SLO "
@@ -152,3 +161,11 @@ def advice(check_name: str, *, node_id: int | None = None, tier_id: int | None =
     link = f"/nodes/{node_id}/" if node_id else f"/tiers/{tier_id}/" if tier_id else "/health/"
     return [{"rank": i + 1, "cause": c.cause, "confirm": c.confirm, "remedy": c.remedy, "link": link}
             for i, c in enumerate(ADVICE.get(check_name, []))]
+
+
+def remedy_actions(check_name: str) -> list[str]:
+    """The lifecycle actions the remedies of ``check_name`` name, first cause first, each once."""
+    out: list[str] = []
+    for c in ADVICE.get(check_name, []):
+        out += [a for a in c.actions if a not in out]
+    return out

@@ -5,6 +5,7 @@ settings with their defaults filled in."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
@@ -12,14 +13,26 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from rest_framework.exceptions import PermissionDenied
 
 import apps.telemetry.selectors.sweep as telemetry
 from apps.audit.models import AuditEvent
+from apps.common.roles import OPERATOR, has_role
+from apps.health.advisor import FINDING_ACTIONS, remedy_actions
 from apps.health.checks import CHECKS
-from apps.health.choices import ACTIVE_FINDING_STATES, SEVERITY_ORDER
+from apps.health.choices import ACTIVE_FINDING_STATES, SEVERITY_ORDER, FindingState
+from apps.health.evidence import cause_of
 from apps.health.inputs import Context, EndpointView, ModuleView, NodeView, TierView
 from apps.health.models import Finding, HealthCheck, Silence
-from apps.inventory.choices import SERVING_STATES, CombinationState, ModuleState, NodeState
+from apps.inventory import scopes
+from apps.inventory.choices import (
+    SERVING_STATES,
+    CombinationState,
+    ModuleState,
+    NodeState,
+    module_allowed_actions,
+    node_allowed_actions,
+)
 from apps.inventory.models import ExternalEndpoint, Module, Node, Tier, VersionCombination
 from apps.operations.selectors import overdue_drains
 
@@ -173,7 +186,7 @@ def finding_list() -> QuerySet[Finding]:
 
 
 def active_silences(*, now: dt.datetime | None = None) -> list[Silence]:
-    return list(Silence.objects.filter(expires_at__gt=now or timezone.now()))
+    return list(Silence.objects.filter(expires_at__gt=now or timezone.now()).select_related("node", "tier"))
 
 
 def is_silenced(finding: Finding, silences: list[Silence]) -> Silence | None:
@@ -204,3 +217,125 @@ def findings_since(*, node_ids: list[int], since: dt.datetime | None) -> list[Fi
     if since is not None:
         qs = qs.filter(first_seen__gte=since)
     return list(qs)
+
+
+# ---- findings as the pages show them -----------------------------------------------------------
+
+
+@dataclass
+class FindingGroup:
+    """Findings of one check with one cause (the same evidence where it names the cause): one card on the
+    page with its subjects listed, instead of one identical card per module."""
+
+    check_name: str
+    severity: str
+    status: str
+    findings: list[Finding]
+
+    @property
+    def lead(self) -> Finding:
+        """The first finding in the page's order (most severe, newest): its evidence and advice stand for all."""
+        return self.findings[0]
+
+    @property
+    def open(self) -> int:
+        return sum(f.state == FindingState.OPEN for f in self.findings)
+
+    @property
+    def acknowledged(self) -> int:
+        return sum(f.state == FindingState.ACKNOWLEDGED for f in self.findings)
+
+    @property
+    def same_summary(self) -> bool:
+        return len({f.summary for f in self.findings}) == 1
+
+    cause: tuple[str, ...] = ()
+
+    @property
+    def subjects(self) -> list[Finding]:
+        """The findings by node and module, an order that stays put while the sweeps update them."""
+        return sorted(self.findings, key=lambda f: (f.node.hostname if f.node else "", f.module.serial if f.module
+                                                    else "", f.subject_key))
+
+    @property
+    def key(self) -> str:
+        """Names the group across reloads (the page keeps its list open when it re-reads the cards)."""
+        return ":".join((self.check_name, self.severity, self.status, *self.cause))
+
+
+def finding_groups(findings: list[Finding]) -> list[FindingGroup]:
+    """``findings`` grouped by check, severity, status and cause, in the order of each group's first finding."""
+    groups: dict[tuple[Any, ...], FindingGroup] = {}
+    for f in findings:
+        k = (f.check_name, f.severity, f.status, cause_of(f.check_name, f.evidence))
+        if k not in groups:
+            groups[k] = FindingGroup(f.check_name, f.severity, f.status, [], k[3])
+        groups[k].findings.append(f)
+    return list(groups.values())
+
+
+def finding_counts(findings: list[Finding]) -> dict[str, int]:
+    return {"open": sum(f.state == FindingState.OPEN for f in findings),
+            "acknowledged": sum(f.state == FindingState.ACKNOWLEDGED for f in findings)}
+
+
+def _within(actor: Any, f: Finding, outside_nodes: set[int]) -> bool:
+    """Whether the actor's scope holds the finding's subject (its node, else its tier, else the fleet)."""
+    if f.node_id:
+        return f.node_id not in outside_nodes
+    try:
+        if f.tier is not None:
+            scopes.require_tier(actor=actor, tier=f.tier)
+        else:
+            scopes.require_fleet(actor=actor, what="a fleet-wide finding")
+    except PermissionDenied:
+        return False
+    return True
+
+
+def finding_offers(findings: list[Finding], *, actor: Any) -> dict[int, list[dict[str, Any]]]:
+    """Per finding id, the actions the page offers on it to ``actor``: the lifecycle actions its advisor's
+    remedies name that the module's or node's state allows, then acknowledge (while open) and silence the
+    check on its node or tier. None to viewers, none outside the actor's scope (the API would refuse them);
+    the API and the lifecycle still decide each one (holds, the capacity guard)."""
+    if not has_role(actor, OPERATOR):
+        return {}
+    nodes = {n.pk: n for n in scopes.nodes_for_check({f.node_id for f in findings if f.node_id})}
+    outside = {n.pk for n in scopes.nodes_outside(actor=actor, nodes=nodes.values())}
+    offers: dict[int, list[dict[str, Any]]] = {}
+    for f in findings:
+        if not _within(actor, f, outside):
+            continue
+        title = CHECKS[f.check_name].title if f.check_name in CHECKS else f.check_name
+        node = nodes.get(f.node_id) if f.node_id else None
+        mine: list[dict[str, Any]] = []
+        for action in remedy_actions(f.check_name):
+            if FINDING_ACTIONS[action] == "module" and f.module is not None:
+                if action in module_allowed_actions(f.module.state):
+                    mine.append({"action": action, "label": action.capitalize(),
+                                 "url": f"/api/v1/modules/{f.module_id}/{action}/",
+                                 "title": f"{action.capitalize()} module {f.module.serial}",
+                                 "text": "No new work on this module; its node serves on its others. The tier's "
+                                         "capacity guard and any other hold still decide."})
+            elif FINDING_ACTIONS[action] == "node" and node is not None:
+                if action in node_allowed_actions(node.state):
+                    mine.append({"action": action, "label": f"{action.capitalize()} {node.hostname}",
+                                 "url": f"/api/v1/nodes/{node.pk}/{action}/",
+                                 "title": f"{action.capitalize()} node {node.hostname}",
+                                 "text": ("No new work reaches the node; requests in flight finish."
+                                          if action == "cordon" else
+                                          "Cordon the node, then wait for its requests in flight to finish.") +
+                                         " The tier's capacity floor and any other hold still decide."})
+        if f.state == FindingState.OPEN:
+            mine.append({"action": "acknowledge", "label": "Acknowledge",
+                         "url": f"/api/v1/health/findings/{f.pk}/acknowledge/",
+                         "title": f"Acknowledge {title} #{f.pk}", "text": "Say what you are doing about it."})
+        where = {"node": node.pk} if node is not None else {"tier": f.tier_id} if f.tier_id else {}
+        if where:
+            on = node.hostname if node is not None else f.tier.name if f.tier else ""
+            mine.append({"action": "silence", "label": "Silence", "url": "/api/v1/health/silences/",
+                         "title": f"Silence {title} on {on}", "body": json.dumps({"check": f.check_name, **where}),
+                         "text": f"Mutes {title} on {on} (notifications; the finding stays listed, marked "
+                                 "silenced) for the hours you set."})
+        offers[f.pk] = mine
+    return offers

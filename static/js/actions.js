@@ -30,8 +30,15 @@ const $ = (id) => document.getElementById(id);
 const dialog = $("action-dialog");
 // The dialog's optional rows; an action names the ones it needs.
 const ROWS = { desired: "action-desired-row", deadline: "action-deadline-row", then: "action-then-row",
-               policy: "action-policy-row" };
+               policy: "action-policy-row", hours: "action-hours-row" };
 let pending = null;
+
+/* A drain's deadline and what to do at it, from the dialog; a string when the input is wrong. */
+export function deadlineFields() {
+  const minutes = parseFloat($("action-deadline").value);
+  if (!(minutes >= 0)) return "The deadline is a number of minutes, 0 for none.";
+  return { deadline_s: Math.round(minutes * 60), deadline_action: $("action-deadline-action").value };
+}
 
 export function dialogError(text) {
   const err = $("action-error");

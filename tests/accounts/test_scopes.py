@@ -262,7 +262,7 @@ def test_the_health_page_offers_acknowledging_and_silencing_only_within_the_scop
     findings = {n.hostname: Finding.objects.create(
         check_name="thermal", subject_kind="node", subject_key=f"node:{n.pk}", node=n, tier=n.tier,
         severity=Severity.WARNING, summary="hot", first_seen=now, last_seen=now) for n in (mine, theirs)}
-    acknowledge = {h: f'action="/health/findings/{f.pk}/acknowledge/"' for h, f in findings.items()}
+    acknowledge = {h: f'data-url="/api/v1/health/findings/{f.pk}/acknowledge/"' for h, f in findings.items()}
     hybrid, access = two_tiers["fleet"].tier, Tier.objects.get(kind=TierKind.ACCESS_LOGIC)
 
     team = _page("team-hybrid-health", ScopeKind.TIERS, [TierKind.HYBRID_INFERENCE])
@@ -272,9 +272,9 @@ def test_the_health_page_offers_acknowledging_and_silencing_only_within_the_scop
     silence = html[html.index('action="/health/silences/"'):]
     assert f'<option value="{hybrid.pk}">' in silence and f'<option value="{access.pk}">' not in silence
     assert "Within your scope (tiers hybrid_inference): name a node in it or a tier it holds" in html
-    # the node page's findings keep to the scope too (the whole page is read-only outside it)
+    # the node page's findings cards offer no actions (the node's and its modules' own buttons act there)
     assert acknowledge["a-1"] not in team.get(f"/nodes/{theirs.pk}/").content.decode()
-    assert acknowledge["h-1"] in team.get(f"/nodes/{mine.pk}/").content.decode()
+    assert acknowledge["h-1"] not in team.get(f"/nodes/{mine.pk}/").content.decode()
 
     crew = _page("team-rack-health", ScopeKind.RACKS, ["rack-a"])
     html = crew.get("/health/").content.decode()

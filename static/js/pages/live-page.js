@@ -137,12 +137,7 @@ function onMessage(msg) {
 // ---- actions (operators; the API enforces the role) --------------------------------------------
 const $ = (id) => document.getElementById(id);
 
-/* A drain's deadline and what to do at it, from the dialog; a string when the input is wrong. */
-export function deadlineFields() {
-  const minutes = parseFloat($("action-deadline").value);
-  if (!(minutes >= 0)) return "The deadline is a number of minutes, 0 for none.";
-  return { deadline_s: Math.round(minutes * 60), deadline_action: $("action-deadline-action").value };
-}
+export { deadlineFields } from "../actions.js";
 
 function done(btn, d) {
   if (d.node) { setNodeState(d.node.id, d.node.state); toast(btn.dataset.action + ": " + d.node.hostname + " is " + d.node.state); }
