@@ -1,21 +1,24 @@
-"""The live dashboard pages: fleet overview ("/"), rack heat map, tier page, node page. Each
-page renders its Plotly figures (built in Python) and the current snapshot, then
+"""The live dashboard pages: fleet overview ("/"), rack heat map, tier page, node list, node page.
+Each page renders its Plotly figures (built in Python) and the current snapshot, then
 its module in static/js/pages/ keeps them live over the websocket."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.http import Http404
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404
-from django.views.generic import DetailView, TemplateView
+from django.views.generic import DetailView, ListView, TemplateView
 
 from apps.audit import selectors as audit
 from apps.common.pages import page_config
-from apps.common.views import ViewerRequiredMixin
+from apps.common.views import ViewerRequiredMixin, filter_data
 from apps.dashboard import charts, selectors
 from apps.inventory import scopes
 from apps.inventory import selectors as inventory
+from apps.inventory.choices import NodeState
+from apps.inventory.filtersets import NodePageFilterSet
 from apps.inventory.models import Node, Tier
 from apps.operations import selectors as operations
 
@@ -79,6 +82,90 @@ class TierView(ViewerRequiredMixin, TemplateView):
             scale_requests=list(operations.scale_request_list().filter(tier=tier).order_by("-pk")[:8]),
             decisions=list(operations.decision_list().filter(tier=tier).order_by("-pk")[:8]),
         )
+        return ctx
+
+
+NODE_PAGE_SIZE = 50
+
+# The node list's columns: (heading, sort key or None, cell class). The load columns sit beside the
+# state (what choosing a node to drain needs first, on a narrow screen too) and hold the newest
+# report's figures, kept live from the snapshot (static/js/pages/nodes.js).
+NODE_COLUMNS = [
+    ("Hostname", "hostname", ""), ("State", "state", ""), ("CPU use", "cpu", "num"),
+    ("Module use", "module_util", "num"), ("In flight", "in_flight", "num"), ("Tier", "tier", ""),
+    ("Rack / slot", "rack", ""), ("Modules", "modules", "num"), ("CPU", None, ""), ("Memory", None, "num"),
+    ("Labels", None, ""), ("Warnings", None, ""),
+]
+
+
+def _node_view(query: QueryDict) -> QueryDict:
+    """A node list query as a view: filters and sort, without empty fields or the page number."""
+    return filter_data(query) or QueryDict(mutable=True)
+
+
+def _node_view_check(view: QueryDict) -> tuple[NodePageFilterSet, str, str]:
+    """(its filters, its sort, what is wrong with the sort or "") of a node list view."""
+    filters = view.copy()
+    sort = (filters.pop("sort", None) or [selectors.NODE_SORT_DEFAULT])[-1]
+    error = ""
+    try:
+        selectors.node_sort_check(sort)
+    except selectors.UnknownSort as exc:
+        error = str(exc)
+    return NodePageFilterSet(filters or None, queryset=inventory.node_list()), sort, error
+
+
+def _filters_invalid(filterset: NodePageFilterSet) -> bool:
+    return filterset.is_bound and not filterset.is_valid()
+
+
+class NodeListView(ViewerRequiredMixin, ListView):
+    """The node list: filters, the newest CPU, module utilisation and requests in flight of each
+    node, sorted by any of them (``?sort=in_flight``, ``-`` for descending) to choose which node to
+    drain."""
+
+    template_name = "inventory/node_list.html"
+    context_object_name = "nodes"
+    paginate_by = NODE_PAGE_SIZE
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = super().get(request, *args, **kwargs)
+        if self.sort_error:
+            response.status_code = 400  # a sort the page does not know is a mistake in the address
+        return response
+
+    def get_queryset(self) -> QuerySet[Node]:
+        self.query = self.request.GET
+        self.view = _node_view(self.query)
+        self.filterset, self.sort, self.sort_error = _node_view_check(self.view)
+        if self.sort_error or _filters_invalid(self.filterset):
+            return inventory.node_list().none()
+        return selectors.node_list(nodes=self.filterset.qs, sort=self.sort)
+
+    def _columns(self) -> list[dict[str, Any]]:
+        key, descending = self.sort.removeprefix("-"), self.sort.startswith("-")
+        columns = []
+        for heading, sort_key, css in NODE_COLUMNS:
+            column: dict[str, Any] = {"heading": heading, "css": css, "key": sort_key}
+            if sort_key is not None:
+                link = self.view.copy()
+                link["sort"] = f"-{sort_key}" if sort_key == key and not descending else sort_key
+                column["href"] = "?" + link.urlencode()
+                column["aria_sort"] = ("descending" if descending else "ascending") if sort_key == key else "none"
+            columns.append(column)
+        return columns
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        ctx = super().get_context_data(**kwargs)
+        # operators cordon or drain a selection (static/js/pages/nodes.js: one confirmation, one API call per node)
+        ctx.update(page_config(self.request, socket="/ws/fleet/", page="nodes", figures_url=""),
+                   figures={}, snapshot=None)
+        filters = self.view.copy()
+        filters.pop("sort", None)
+        ctx.update(nav="nodes", filter=self.filterset, filtered=bool(filters), params=self.query,
+                   choices=inventory.node_filter_choices(), states=NodeState.choices,
+                   selected_states=self.query.getlist("state"), columns=self._columns(),
+                   sort=self.sort if "sort" in self.view else "", sort_error=self.sort_error)
         return ctx
 
 

@@ -1,6 +1,7 @@
 """The node list and the audit log follow the fleet live, like the overview: a change made
 elsewhere shows up without a reload; while the websocket is down the page says the lists are
-paused, and on reconnect they catch up with what happened meanwhile."""
+paused, and on reconnect they catch up with what happened meanwhile. The node list's load columns
+follow the snapshot too and sort by load."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from apps.inventory.models import Node
 from apps.operations.lifecycle import node_cordon, node_uncordon
 from tests.browser.conftest import login_by_cookie, screenshot
-from tests.browser.live_pages import OPERATOR, wait_live, wait_snapshot
+from tests.browser.live_pages import OPERATOR, post_telemetry, wait_live, wait_snapshot
 from tests.live.stack import LiveStack
 
 pytestmark = [pytest.mark.browser, pytest.mark.live]
@@ -60,6 +62,26 @@ def test_the_node_list_and_the_audit_log_follow_the_fleet_pause_and_catch_up(bro
     page.wait_for_function(f"() => document.querySelector(\"{state_cell}\").innerText.includes('Active')")
     assert not page.evaluate("document.body.classList.contains('live-paused')")
     assert page.evaluate("window.__noReload") == 1
+
+    # Load, live: the node's requests in flight change in its row with the next snapshot ...
+    in_flight = f"[data-node-row='{node.pk}'] [data-cell=in_flight]"
+    post_telemetry(at=timezone.now(), seq=100, in_flight={node.hostname: 37})
+    page.wait_for_function(f"() => document.querySelector(\"{in_flight}\").innerText === '37'")
+    assert page.locator("#node-table tbody tr").first.locator("td").nth(1).inner_text() == "n-r2-01"
+    # ... and sorted by them (the heading twice: most first), within the search, it leads the list.
+    heading = "#node-table th:has(a[data-sort=in_flight])"
+    for order in ("ascending", "descending"):
+        with page.expect_navigation():
+            page.click(f"{heading} a")
+        assert page.get_attribute(heading, "aria-sort") == order
+    assert "q=n-r2-0" in page.url and "sort=-in_flight" in page.url
+    rows = page.locator("#node-table tbody tr")
+    assert rows.first.locator("td").nth(1).inner_text() == node.hostname
+    figures = [rows.nth(i).locator("[data-cell=in_flight]").inner_text() for i in range(rows.count())]
+    known = [int(f) for f in figures if f != "–"]
+    assert known == sorted(known, reverse=True) and figures[: len(known)] == [str(k) for k in known]
+
+    screenshot(page, "nodes-load-sorted", full_page=False)
 
     # The audit log: a new record appears at the top without a reload ...
     page.goto(f"{dashboard_stack.url}/audit/")
