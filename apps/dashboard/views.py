@@ -6,11 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404
+from django.views import View
 from django.views.generic import DetailView, ListView, TemplateView
 
+from apps.accounts import selectors as accounts
+from apps.accounts import services as account_services
+from apps.accounts.choices import ListPage
 from apps.audit import selectors as audit
 from apps.common.pages import page_config
 from apps.common.views import ViewerRequiredMixin, filter_data
@@ -122,7 +127,7 @@ def _filters_invalid(filterset: NodePageFilterSet) -> bool:
 class NodeListView(ViewerRequiredMixin, ListView):
     """The node list: filters, the newest CPU, module utilisation and requests in flight of each
     node, sorted by any of them (``?sort=in_flight``, ``-`` for descending) to choose which node to
-    drain."""
+    drain. With no query it opens the user's saved view, if any."""
 
     template_name = "inventory/node_list.html"
     context_object_name = "nodes"
@@ -135,7 +140,10 @@ class NodeListView(ViewerRequiredMixin, ListView):
         return response
 
     def get_queryset(self) -> QuerySet[Node]:
-        self.query = self.request.GET
+        saved = accounts.saved_view_query(user=self.request.user, page=ListPage.NODES)
+        self.saved = _node_view(QueryDict(saved)) if saved else None
+        self.from_saved = not self.request.GET and self.saved is not None
+        self.query = self.saved if self.from_saved and self.saved is not None else self.request.GET
         self.view = _node_view(self.query)
         self.filterset, self.sort, self.sort_error = _node_view_check(self.view)
         if self.sort_error or _filters_invalid(self.filterset):
@@ -160,13 +168,39 @@ class NodeListView(ViewerRequiredMixin, ListView):
         # operators cordon or drain a selection (static/js/pages/nodes.js: one confirmation, one API call per node)
         ctx.update(page_config(self.request, socket="/ws/fleet/", page="nodes", figures_url=""),
                    figures={}, snapshot=None)
+        view_text = self.view.urlencode()
+        is_saved = self.saved is not None and view_text == self.saved.urlencode()
         filters = self.view.copy()
         filters.pop("sort", None)
         ctx.update(nav="nodes", filter=self.filterset, filtered=bool(filters), params=self.query,
                    choices=inventory.node_filter_choices(), states=NodeState.choices,
                    selected_states=self.query.getlist("state"), columns=self._columns(),
-                   sort=self.sort if "sort" in self.view else "", sort_error=self.sort_error)
+                   sort=self.sort if "sort" in self.view else "", sort_error=self.sort_error,
+                   view_query=view_text, saved_view=self.saved, saved_applied=self.from_saved,
+                   is_saved_view=is_saved,
+                   saved_pairs=[f"{k}={v}" for k, vs in self.saved.lists() for v in vs] if self.saved else [])
         return ctx
+
+
+class NodeSavedView(ViewerRequiredMixin, View):
+    """Keep the node list's current filters and sort as the user's default view, or forget it."""
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        if request.POST.get("clear"):
+            if account_services.saved_view_clear(user=request.user, page=ListPage.NODES):  # type: ignore[arg-type]
+                messages.success(request, "Saved view cleared: the node list opens with every node.")
+            return HttpResponseRedirect("/nodes/")
+        view = _node_view(QueryDict(request.POST.get("query", "")))
+        filterset, _, error = _node_view_check(view)
+        if _filters_invalid(filterset):
+            error = "Filter errors: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in filterset.errors.items())
+        if error or not view:
+            messages.error(request, error or "Nothing to save: choose filters or a sort first.")
+            return HttpResponseRedirect("/nodes/?" + view.urlencode() if view else "/nodes/")
+        account_services.saved_view_save(user=request.user, page=ListPage.NODES,  # type: ignore[arg-type]
+                                         query=view.urlencode())
+        messages.success(request, "Saved: the node list now opens with this view.")
+        return HttpResponseRedirect("/nodes/")
 
 
 class NodeDetailView(ViewerRequiredMixin, DetailView):

@@ -1,7 +1,7 @@
 """The node list and the audit log follow the fleet live, like the overview: a change made
 elsewhere shows up without a reload; while the websocket is down the page says the lists are
 paused, and on reconnect they catch up with what happened meanwhile. The node list's load columns
-follow the snapshot too and sort by load."""
+follow the snapshot too, sort by load, and its filters and sort can be kept as the user's default."""
 
 from __future__ import annotations
 
@@ -81,7 +81,22 @@ def test_the_node_list_and_the_audit_log_follow_the_fleet_pause_and_catch_up(bro
     known = [int(f) for f in figures if f != "–"]
     assert known == sorted(known, reverse=True) and figures[: len(known)] == [str(k) for k in known]
 
-    screenshot(page, "nodes-load-sorted", full_page=False)
+    # Kept as the default: the bare address opens with it, says so, and it can be cleared.
+    with page.expect_navigation():
+        page.click("#save-view button")
+    assert page.url == f"{dashboard_stack.url}/nodes/"
+    assert "Saved view" in page.inner_text("#saved-view")
+    assert rows.first.locator("td").nth(1).inner_text() == node.hostname
+    assert page.input_value("#node-filters input[name=q]") == "n-r2-0"
+    screenshot(page, "nodes-load-saved-view", full_page=False)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("#node-table").scroll_into_view_if_needed()
+    screenshot(page, "nodes-load-saved-view-390", full_page=False)
+    page.set_viewport_size({"width": 1440, "height": 900})
+    with page.expect_navigation():
+        page.click("#saved-view-clear")
+    assert page.locator("#saved-view").count() == 0
+    assert rows.count() == 50 and rows.first.locator("td").nth(1).inner_text() == "n-r1-01"
 
     # The audit log: a new record appears at the top without a reload ...
     page.goto(f"{dashboard_stack.url}/audit/")

@@ -1,5 +1,5 @@
-"""The read-only inventory pages: fleet overview, the node list (load columns, sorting), node detail,
-combinations, drift."""
+"""The read-only inventory pages: fleet overview, the node list (load columns, sorting, the saved view),
+node detail, combinations, drift."""
 
 from __future__ import annotations
 
@@ -293,6 +293,49 @@ def test_it_refuses_a_sort_it_does_not_know_instead_of_ignoring_it(viewer: Clien
     assert list(response.context["nodes"]) == []
     body = response.content.decode()
     assert "Bad request: unknown sort" in body and "in_flight" in body
+    assert 'id="save-view"' not in body  # nothing wrong can be saved either
+
+
+@pytest.fixture
+def viewer_saving(viewer: Client, loaded: dict[str, Any]) -> Client:
+    response = viewer.post("/nodes/saved-view/", {"query": "state=active&q=&sort=-in_flight"})
+    assert response.status_code == 302 and response["Location"] == "/nodes/"
+    return viewer
+
+
+def test_it_opens_with_the_users_saved_view_and_says_so(viewer_saving: Client, loaded: dict[str, Any],
+                                                        operator_user: User) -> None:
+    response = viewer_saving.get("/nodes/")
+    assert [n.hostname for n in response.context["nodes"]] == ["n-r1-07", "n-r2-02"]
+    body = response.content.decode()
+    assert 'id="saved-view"' in body and "(your default)" in body and "sort=-in_flight" in body
+    assert 'id="saved-view-clear"' in body and 'id="save-view"' not in body
+    assert "?state=active&amp;sort=in_flight" in body  # its headings sort within the saved filters
+    # The same view by its address is the saved one too; another view offers to be saved instead.
+    assert 'id="saved-view"' in viewer_saving.get("/nodes/?state=active&sort=-in_flight").content.decode()
+    other = viewer_saving.get("/nodes/?sort=hostname")
+    assert [n.hostname for n in other.context["nodes"]] == ["n-r1-07", "n-r2-01", "n-r2-02"]
+    assert 'id="saved-view"' not in other.content.decode() and 'id="save-view"' in other.content.decode()
+    # It is this user's: another user's list opens with every node.
+    someone = Client()
+    someone.force_login(operator_user)
+    assert len(someone.get("/nodes/").context["nodes"]) == 3
+
+
+def test_it_clears_the_saved_view(viewer_saving: Client, loaded: dict[str, Any]) -> None:
+    response = viewer_saving.post("/nodes/saved-view/", {"clear": "1"}, follow=True)
+    assert "Saved view cleared" in response.content.decode()
+    assert len(response.context["nodes"]) == 3 and 'id="saved-view"' not in response.content.decode()
+
+
+@pytest.mark.parametrize(("query", "why"), [("sort=load", "unknown sort"), ("state=exploded", "Filter errors"),
+                                           ("", "Nothing to save"), ("page=2", "Nothing to save")])
+def test_it_saves_no_view_it_would_refuse_to_show(viewer: Client, loaded: dict[str, Any], query: str,
+                                                  why: str) -> None:
+    response = viewer.post("/nodes/saved-view/", {"query": query}, follow=True)
+    assert why in response.content.decode()
+    assert "now opens with this view" not in response.content.decode()
+    assert 'id="saved-view"' not in viewer.get("/nodes/").content.decode()
 
 
 def test_it_shows_a_node_with_modules_drift_warnings_and_trail(viewer: Client, fleet: dict[str, Any]) -> None:
