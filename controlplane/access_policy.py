@@ -86,6 +86,7 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "racks/": PAGE,
     "tiers/<int:pk>/": PAGE,
     "nodes/": PAGE,
+    "nodes/saved-view/": {"POST": PEOPLE_VIEWERS},  # a user's own default view of the node list
     "nodes/<int:pk>/": PAGE,
     "combinations/": PAGE,
     "drift/": PAGE,

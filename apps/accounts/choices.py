@@ -8,3 +8,9 @@ class ScopeKind(models.TextChoices):
     FLEET = "fleet", "Whole fleet"
     TIERS = "tiers", "Tiers"
     RACKS = "racks", "Racks"
+
+
+class ListPage(models.TextChoices):
+    """The list pages a user may keep a saved view of (filters and sort, as a query string)."""
+
+    NODES = "nodes", "Nodes"

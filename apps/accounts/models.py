@@ -11,7 +11,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.accounts.choices import ScopeKind
+from apps.accounts.choices import ListPage, ScopeKind
 
 
 class AccessScope(models.Model):
@@ -93,3 +93,19 @@ class ExternalIdentity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} at {self.issuer}"
+
+
+class SavedView(models.Model):
+    """A user's default view of a list page: the filters and sort it opens with when its address
+    has no query. A display preference of the user's own, not a change to the fleet: not audited."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_views")
+    page = models.CharField(max_length=16, choices=ListPage.choices)
+    query = models.CharField(max_length=2000, help_text="The page's query string (filters and sort), validated")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "page"], name="saved_view_one_per_user_page")]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.page}: {self.query}"

@@ -1,7 +1,7 @@
 from typing import Any
 
 from apps.accounts.choices import ScopeKind
-from apps.accounts.models import AccessScope, ServiceAccount
+from apps.accounts.models import AccessScope, SavedView, ServiceAccount
 from apps.common.roles import role_of
 
 
@@ -35,3 +35,10 @@ def user_profile(*, user: Any) -> dict[str, Any]:
     return {"username": user.get_username(), "role": role_of(user),
             "service_account": ServiceAccount.objects.filter(user_id=user.pk).exists(),
             "scope": scope_of(user=user)}
+
+
+def saved_view_query(*, user: Any, page: str) -> str | None:
+    """The query string ``user`` saved as ``page``'s default view, or None."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None
+    return SavedView.objects.filter(user_id=user.pk, page=page).values_list("query", flat=True).first()

@@ -9,8 +9,8 @@ from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.utils import timezone
 
-from apps.accounts.choices import ScopeKind
-from apps.accounts.models import AccessScope, ExternalIdentity, ServiceAccount, ServiceToken
+from apps.accounts.choices import ListPage, ScopeKind
+from apps.accounts.models import AccessScope, ExternalIdentity, SavedView, ServiceAccount, ServiceToken
 from apps.audit.choices import Source
 from apps.audit.services import actor_name, audit_record
 from apps.common.errors import Conflict
@@ -50,6 +50,29 @@ def scope_set(*, user: User, kind: str, values: list[str]) -> AccessScope | None
         return None
     scope, _ = AccessScope.objects.update_or_create(user=user, defaults={"kind": kind, "values": values})
     return scope
+
+
+@transaction.atomic
+def saved_view_save(*, user: User, page: str, query: str) -> SavedView:
+    """Keep ``query`` (a list page's filters and sort, already validated by the page) as the view
+    ``page`` opens with for ``user``, replacing the one kept before. Not audited: it changes what
+    one user sees first, nothing in the fleet."""
+    if page not in ListPage.values:
+        raise ValueError(f"unknown list page {page!r}")
+    query = query.strip().lstrip("?")
+    if not query:
+        raise ValueError("an empty view is the page's own default: clear the saved view instead")
+    if len(query) > SavedView._meta.get_field("query").max_length:  # type: ignore[operator]
+        raise ValueError("this view is too long to save")
+    saved, _ = SavedView.objects.update_or_create(user=user, page=page, defaults={"query": query})
+    return saved
+
+
+@transaction.atomic
+def saved_view_clear(*, user: User, page: str) -> bool:
+    """Forget ``user``'s saved view of ``page``; True when there was one."""
+    deleted, _ = SavedView.objects.filter(user=user, page=page).delete()
+    return deleted > 0
 
 
 @transaction.atomic

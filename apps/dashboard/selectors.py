@@ -9,10 +9,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.db.models import Case, F, OrderBy, QuerySet, Value, When
 from django.utils import timezone
 
 import apps.telemetry.selectors.snapshot as telemetry
-from apps.inventory.choices import module_allowed_actions, node_allowed_actions
+from apps.inventory.choices import NodeState, module_allowed_actions, node_allowed_actions
 from apps.inventory.models import Module, Node
 from apps.operations import selectors as operations
 from apps.telemetry.selectors.common import iso
@@ -29,6 +30,43 @@ def live_snapshot(*, now: dt.datetime | None = None) -> dict[str, Any]:
         tier["autoscaler"] = policies.get(tier["id"])
     snapshot["ingest"] = telemetry.ingest_recent(now=now)
     return snapshot
+
+
+# The node list's columns it sorts by (``?sort=key``, ``-key`` descending): what each orders by.
+# A figure not known (no report) sorts last either way; the hostname breaks ties.
+_STATE_ORDER = Case(*[When(state=s, then=Value(i)) for i, s in enumerate(NodeState.values)])
+NODE_SORTS: dict[str, list[Any]] = {
+    "hostname": [F("hostname")],
+    "tier": [F("tier__level")],
+    "rack": [F("rack__name"), F("slot")],
+    "state": [_STATE_ORDER],
+    "modules": [F("module_count")],
+    "cpu": [F("cpu")],
+    "module_util": [F("module_util")],
+    "in_flight": [F("in_flight")],
+}
+NODE_SORT_DEFAULT = "hostname"
+
+
+class UnknownSort(ValueError):
+    """A ``?sort=`` the node list does not know: reported, never ignored."""
+
+
+def node_sort_check(sort: str) -> str:
+    """``sort`` as given when the node list knows it (``key`` or ``-key``); UnknownSort otherwise."""
+    if sort.removeprefix("-") not in NODE_SORTS:
+        known = ", ".join(NODE_SORTS)
+        raise UnknownSort(f'unknown sort "{sort}": sort by one of {known}, with "-" before it for descending')
+    return sort
+
+
+def node_list(*, nodes: QuerySet[Node], sort: str = NODE_SORT_DEFAULT) -> QuerySet[Node]:
+    """The node list's rows: ``nodes`` (the inventory's node list, filtered) with the figures of
+    their newest report (cpu, module_util, in_flight), in the order ``sort`` names."""
+    descending = node_sort_check(sort).startswith("-")
+    order: list[OrderBy] = [
+        OrderBy(expr, descending=descending, nulls_last=True) for expr in NODE_SORTS[sort.removeprefix("-")]]
+    return telemetry.nodes_with_load(nodes).order_by(*order, "hostname")
 
 
 def node_live(*, node: Node, now: dt.datetime | None = None) -> dict[str, Any]:

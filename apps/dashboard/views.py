@@ -1,21 +1,29 @@
-"""The live dashboard pages: fleet overview ("/"), rack heat map, tier page, node page. Each
-page renders its Plotly figures (built in Python) and the current snapshot, then
+"""The live dashboard pages: fleet overview ("/"), rack heat map, tier page, node list, node page.
+Each page renders its Plotly figures (built in Python) and the current snapshot, then
 its module in static/js/pages/ keeps them live over the websocket."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.http import Http404
+from django.contrib import messages
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404
-from django.views.generic import DetailView, TemplateView
+from django.views import View
+from django.views.generic import DetailView, ListView, TemplateView
 
+from apps.accounts import selectors as accounts
+from apps.accounts import services as account_services
+from apps.accounts.choices import ListPage
 from apps.audit import selectors as audit
 from apps.common.pages import page_config
-from apps.common.views import ViewerRequiredMixin
+from apps.common.views import ViewerRequiredMixin, filter_data
 from apps.dashboard import charts, selectors
 from apps.inventory import scopes
 from apps.inventory import selectors as inventory
+from apps.inventory.choices import NodeState
+from apps.inventory.filtersets import NodePageFilterSet
 from apps.inventory.models import Node, Tier
 from apps.operations import selectors as operations
 
@@ -90,6 +98,124 @@ class TierView(ViewerRequiredMixin, TemplateView):
             decisions=list(operations.decision_list().filter(tier=tier).order_by("-pk")[:8]),
         )
         return ctx
+
+
+NODE_PAGE_SIZE = 50
+
+# The node list's columns: (heading, sort key or None, cell class). The load columns sit beside the
+# state (what choosing a node to drain needs first, on a narrow screen too) and hold the newest
+# report's figures, kept live from the snapshot (static/js/pages/nodes.js).
+NODE_COLUMNS = [
+    ("Hostname", "hostname", ""), ("State", "state", ""), ("CPU use", "cpu", "num"),
+    ("Module use", "module_util", "num"), ("In flight", "in_flight", "num"), ("Tier", "tier", ""),
+    ("Rack / slot", "rack", ""), ("Modules", "modules", "num"), ("CPU", None, ""), ("Memory", None, "num"),
+    ("Labels", None, ""), ("Warnings", None, ""),
+]
+
+
+def _node_view(query: QueryDict) -> QueryDict:
+    """A node list query as a view: filters and sort, without empty fields or the page number."""
+    return filter_data(query) or QueryDict(mutable=True)
+
+
+def _node_view_check(view: QueryDict) -> tuple[NodePageFilterSet, str, str]:
+    """(its filters, its sort, what is wrong with the sort or "") of a node list view."""
+    filters = view.copy()
+    sort = (filters.pop("sort", None) or [selectors.NODE_SORT_DEFAULT])[-1]
+    error = ""
+    try:
+        selectors.node_sort_check(sort)
+    except selectors.UnknownSort as exc:
+        error = str(exc)
+    return NodePageFilterSet(filters or None, queryset=inventory.node_list()), sort, error
+
+
+def _filters_invalid(filterset: NodePageFilterSet) -> bool:
+    return filterset.is_bound and not filterset.is_valid()
+
+
+class NodeListView(ViewerRequiredMixin, ListView):
+    """The node list: filters, the newest CPU, module utilisation and requests in flight of each
+    node, sorted by any of them (``?sort=in_flight``, ``-`` for descending) to choose which node to
+    drain. With no query it opens the user's saved view, if any."""
+
+    template_name = "inventory/node_list.html"
+    context_object_name = "nodes"
+    paginate_by = NODE_PAGE_SIZE
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = super().get(request, *args, **kwargs)
+        if self.sort_error:
+            response.status_code = 400  # a sort the page does not know is a mistake in the address
+        return response
+
+    def get_queryset(self) -> QuerySet[Node]:
+        saved = accounts.saved_view_query(user=self.request.user, page=ListPage.NODES)
+        self.saved = _node_view(QueryDict(saved)) if saved else None
+        self.from_saved = not self.request.GET and self.saved is not None
+        self.query = self.saved if self.from_saved and self.saved is not None else self.request.GET
+        self.view = _node_view(self.query)
+        self.filterset, self.sort, self.sort_error = _node_view_check(self.view)
+        if self.sort_error or _filters_invalid(self.filterset):
+            return inventory.node_list().none()
+        return selectors.node_list(nodes=self.filterset.qs, sort=self.sort)
+
+    def _columns(self) -> list[dict[str, Any]]:
+        key, descending = self.sort.removeprefix("-"), self.sort.startswith("-")
+        columns = []
+        for heading, sort_key, css in NODE_COLUMNS:
+            column: dict[str, Any] = {"heading": heading, "css": css, "key": sort_key}
+            if sort_key is not None:
+                link = self.view.copy()
+                link["sort"] = f"-{sort_key}" if sort_key == key and not descending else sort_key
+                column["href"] = "?" + link.urlencode()
+                column["aria_sort"] = ("descending" if descending else "ascending") if sort_key == key else "none"
+            columns.append(column)
+        return columns
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        ctx = super().get_context_data(**kwargs)
+        # operators cordon or drain a selection (static/js/pages/nodes.js: one confirmation, one API call per node)
+        ctx.update(page_config(self.request, socket="/ws/fleet/", page="nodes", figures_url=""),
+                   figures={}, snapshot=None)
+        # only the nodes the user's scope holds can be picked, as the API would refuse the others
+        user, can_operate = self.request.user, ctx["dash_config"]["can_operate"]
+        for n in ctx["nodes"]:
+            n.acts = can_operate and scopes.may_act_on_node(actor=user, node=n)  # type: ignore[attr-defined]
+        ctx.update(nodes_act=any(n.acts for n in ctx["nodes"]), scope_text=accounts.scope_limit_text(user=user))
+        view_text = self.view.urlencode()
+        is_saved = self.saved is not None and view_text == self.saved.urlencode()
+        filters = self.view.copy()
+        filters.pop("sort", None)
+        ctx.update(nav="nodes", filter=self.filterset, filtered=bool(filters), params=self.query,
+                   choices=inventory.node_filter_choices(), states=NodeState.choices,
+                   selected_states=self.query.getlist("state"), columns=self._columns(),
+                   sort=self.sort if "sort" in self.view else "", sort_error=self.sort_error,
+                   view_query=view_text, saved_view=self.saved, saved_applied=self.from_saved,
+                   is_saved_view=is_saved,
+                   saved_pairs=[f"{k}={v}" for k, vs in self.saved.lists() for v in vs] if self.saved else [])
+        return ctx
+
+
+class NodeSavedView(ViewerRequiredMixin, View):
+    """Keep the node list's current filters and sort as the user's default view, or forget it."""
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        if request.POST.get("clear"):
+            if account_services.saved_view_clear(user=request.user, page=ListPage.NODES):  # type: ignore[arg-type]
+                messages.success(request, "Saved view cleared: the node list opens with every node.")
+            return HttpResponseRedirect("/nodes/")
+        view = _node_view(QueryDict(request.POST.get("query", "")))
+        filterset, _, error = _node_view_check(view)
+        if _filters_invalid(filterset):
+            error = "Filter errors: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in filterset.errors.items())
+        if error or not view:
+            messages.error(request, error or "Nothing to save: choose filters or a sort first.")
+            return HttpResponseRedirect("/nodes/?" + view.urlencode() if view else "/nodes/")
+        account_services.saved_view_save(user=request.user, page=ListPage.NODES,  # type: ignore[arg-type]
+                                         query=view.urlencode())
+        messages.success(request, "Saved: the node list now opens with this view.")
+        return HttpResponseRedirect("/nodes/")
 
 
 class NodeDetailView(ViewerRequiredMixin, DetailView):

@@ -124,6 +124,25 @@ class NodeFilterSet(django_filters.FilterSet):
         return qs.exclude(warnings=[]) if value else qs.filter(warnings=[])
 
 
+class NodePageFilterSet(NodeFilterSet):
+    """The API's node filters plus the node list page's free-text search box."""
+
+    q = django_filters.CharFilter(method="filter_q", label="Search")
+
+    class Meta(NodeFilterSet.Meta):
+        fields = [*NodeFilterSet.Meta.fields, "q"]
+
+    def filter_q(self, queryset: QuerySet[Node], name: str, value: str) -> QuerySet[Node]:
+        value = value.strip()
+        if not value:
+            return queryset
+        serial = Module.objects.filter(node=OuterRef("pk"), serial__icontains=value)
+        return queryset.filter(
+            Q(hostname__icontains=value) | Q(cpu_model__icontains=value) | Q(rack__name__icontains=value)
+            | Exists(serial)
+        )
+
+
 class ModuleTypeFilterSet(django_filters.FilterSet):
     form_factor = django_filters.ChoiceFilter(choices=FormFactor.choices)
 

@@ -3,7 +3,6 @@ from django.urls import path
 from apps.inventory import views
 
 urlpatterns = [
-    path("nodes/", views.NodeListView.as_view(), name="node-list"),
     path("combinations/", views.CombinationListView.as_view(), name="combination-list"),
     path("drift/", views.DriftView.as_view(), name="version-drift"),
 ]

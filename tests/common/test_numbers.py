@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from django.template import engines
 
-from apps.common.templatetags.numbers import number_text
+from apps.common.templatetags.numbers import number_text, percent_text
 
 
 @pytest.mark.parametrize(("value", "text"), [
@@ -24,3 +24,11 @@ def test_a_figure_prints_with_the_precision_its_size_deserves(value: object, tex
 def test_every_template_has_the_filter_with_a_unit() -> None:
     template = engines["django"].from_string('{{ a|num:"°C" }} · {{ b|num }} · {{ c|num:"W" }}')
     assert template.render({"a": 61.25, "b": None, "c": 3}) == "61.3 °C · – · 3 W"
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (0.42, "42%"), (0.425, "43%"), (0.0, "0%"), (1.0, "100%"), (0.004, "0%"), (None, "–"), ("", "–"),
+])
+def test_a_fraction_prints_as_a_whole_percentage_and_unknown_is_not_zero(value: object, text: str) -> None:
+    assert percent_text(value) == text
+    assert engines["django"].from_string("{{ v|pct }}").render({"v": value}) == text

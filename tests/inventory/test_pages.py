@@ -1,7 +1,9 @@
-"""The read-only inventory pages: fleet overview, nodes, node detail, combinations, drift."""
+"""The read-only inventory pages: fleet overview, the node list (load columns, sorting, the saved view),
+node detail, combinations, drift."""
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -10,6 +12,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from apps.inventory import services
 from apps.inventory.choices import CombinationState, NodeState, TierKind
@@ -24,6 +27,7 @@ from apps.inventory.models import (
     VersionCombination,
 )
 from apps.operations import lifecycle
+from apps.telemetry.models import ModuleStatus, NodeStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -192,18 +196,146 @@ def test_it_paginates_nodes_keeping_the_filters(viewer: Client, fleet: dict[str,
 
 
 def test_it_lists_nodes_in_a_bounded_number_of_queries(viewer: Client, fleet: dict[str, Any]) -> None:
-    def count() -> int:
+    def count(url: str = "/nodes/") -> int:
         with CaptureQueriesContext(connection) as ctx:
-            assert viewer.get("/nodes/").status_code == 200
+            assert viewer.get(url).status_code == 200
         return len(ctx.captured_queries)
 
-    before = count()
+    before = count(), count("/nodes/?sort=-in_flight"), count("/nodes/?state=active&sort=module_util")
     for i in range(30):
         node = Node.objects.create(hostname=f"x-{i:03d}", rack=fleet["r2"], slot=10 + i, tier=fleet["hybrid"])
-        Module.objects.create(serial=f"X-{i}", module_type=fleet["kv"], node=node, slot=0)
-    after = count()
+        module = Module.objects.create(serial=f"X-{i}", module_type=fleet["kv"], node=node, slot=0)
+        _report(node, cpu=i / 30, in_flight=i, utils={module: 0.5})
+    after = count(), count("/nodes/?sort=-in_flight"), count("/nodes/?state=active&sort=module_util")
     assert after == before
-    assert after <= 12
+    assert max(after) <= 12
+
+
+def _report(node: Node, *, cpu: float, in_flight: int | None, utils: dict[Module, float | None]) -> None:
+    """The newest report of ``node`` and its modules, as the telemetry writer leaves it."""
+    now = timezone.now()
+    NodeStatus.objects.create(node=node, time=now, last_seen=now, cpu_util=cpu, mem_util=0.4, load1=1.0,
+                              in_flight=in_flight, threads=16)
+    for module, util in utils.items():
+        ModuleStatus.objects.create(module=module, node=node, time=now, last_seen=now, util=util)
+
+
+@pytest.fixture
+def loaded(fleet: dict[str, Any]) -> dict[str, Any]:
+    """The fleet with reports: the busy node at 62% CPU, modules at 40/60/80%, 5 in flight; an idle
+    active node with 0 in flight (known), 10% CPU, no modules; the quiet node has never reported."""
+    busy = fleet["busy"]
+    _report(busy, cpu=0.62, in_flight=5, utils=dict(zip(busy.modules.order_by("slot"), [0.4, 0.6, 0.8],
+                                                        strict=True)))
+    idle = _create(Node(hostname="n-r2-02", rack=fleet["r2"], slot=2, tier=fleet["hybrid"], state=NodeState.ACTIVE))
+    _report(idle, cpu=0.1, in_flight=0, utils={})
+    return {**fleet, "idle": idle}
+
+
+def _cells(body: str, node: Node) -> dict[str, str]:
+    row = re.search(rf'<tr data-node="{node.pk}".*?</tr>', body, re.S)
+    assert row is not None
+    return dict(re.findall(r'data-cell="(\w+)">([^<]*)<', row.group(0)))
+
+
+def test_it_shows_each_nodes_newest_cpu_module_use_and_requests_in_flight(viewer: Client,
+                                                                          loaded: dict[str, Any]) -> None:
+    body = viewer.get("/nodes/").content.decode()
+    assert _cells(body, loaded["busy"]) == {"cpu": "62%", "module_util": "60%", "in_flight": "5"}
+    assert _cells(body, loaded["idle"]) == {"cpu": "10%", "module_util": "–", "in_flight": "0"}
+    # Never reported: not known, and not shown as zero.
+    assert _cells(body, loaded["quiet"]) == {"cpu": "–", "module_util": "–", "in_flight": "–"}
+
+
+@pytest.mark.parametrize(("sort", "expected"), [
+    ("in_flight", ["n-r2-02", "n-r1-07", "n-r2-01"]),
+    ("-in_flight", ["n-r1-07", "n-r2-02", "n-r2-01"]),  # unknown last both ways
+    ("-cpu", ["n-r1-07", "n-r2-02", "n-r2-01"]),
+    ("cpu", ["n-r2-02", "n-r1-07", "n-r2-01"]),
+    ("-module_util", ["n-r1-07", "n-r2-01", "n-r2-02"]),  # ties (unknown) by hostname
+    ("-hostname", ["n-r2-02", "n-r2-01", "n-r1-07"]),
+    ("state", ["n-r2-01", "n-r1-07", "n-r2-02"]),  # standby before active, as the states are listed
+    ("-modules", ["n-r1-07", "n-r2-01", "n-r2-02"]),
+    ("rack", ["n-r1-07", "n-r2-01", "n-r2-02"]),
+])
+def test_it_sorts_nodes_by_any_column(viewer: Client, loaded: dict[str, Any], sort: str,
+                                      expected: list[str]) -> None:
+    response = viewer.get(f"/nodes/?sort={sort}")
+    assert response.status_code == 200
+    assert [n.hostname for n in response.context["nodes"]] == expected
+
+
+def test_its_headings_sort_and_say_how(viewer: Client, loaded: dict[str, Any]) -> None:
+    body = viewer.get("/nodes/?state=active&sort=-in_flight").content.decode()
+    # the sorted column says so; a click on it turns the order round; the filters stay
+    assert re.search(r'<th class="num" aria-sort="descending"><a href="\?state=active&amp;sort=in_flight"', body)
+    assert '<th aria-sort="none"><a href="?state=active&amp;sort=hostname"' in body
+    assert '<input type="hidden" name="sort" value="-in_flight">' in body
+    assert "match the filters" in body  # a sort is not a filter, the state is
+
+
+def test_it_keeps_the_sort_across_pages(viewer: Client, loaded: dict[str, Any]) -> None:
+    for i in range(60):
+        node = Node.objects.create(hostname=f"p-{i:03d}", rack=loaded["r1"], slot=100 + i, tier=loaded["access"])
+        _report(node, cpu=0.5, in_flight=i, utils={})
+    first = viewer.get("/nodes/?sort=-in_flight")
+    assert [n.hostname for n in first.context["nodes"]][:2] == ["p-059", "p-058"]
+    assert "?sort=-in_flight&amp;page=2" in first.content.decode()
+    second = viewer.get("/nodes/?sort=-in_flight&page=2")
+    assert [n.hostname for n in second.context["nodes"]][-3:] == ["n-r2-02", "p-000", "n-r2-01"]
+
+
+@pytest.mark.parametrize("sort", ["load", "-", "cpu_util", "hostname;drop"])
+def test_it_refuses_a_sort_it_does_not_know_instead_of_ignoring_it(viewer: Client, loaded: dict[str, Any],
+                                                                   sort: str) -> None:
+    response = viewer.get("/nodes/", {"sort": sort, "state": "active"})
+    assert response.status_code == 400
+    assert list(response.context["nodes"]) == []
+    body = response.content.decode()
+    assert "Bad request: unknown sort" in body and "in_flight" in body
+    assert 'id="save-view"' not in body  # nothing wrong can be saved either
+
+
+@pytest.fixture
+def viewer_saving(viewer: Client, loaded: dict[str, Any]) -> Client:
+    response = viewer.post("/nodes/saved-view/", {"query": "state=active&q=&sort=-in_flight"})
+    assert response.status_code == 302 and response["Location"] == "/nodes/"
+    return viewer
+
+
+def test_it_opens_with_the_users_saved_view_and_says_so(viewer_saving: Client, loaded: dict[str, Any],
+                                                        operator_user: User) -> None:
+    response = viewer_saving.get("/nodes/")
+    assert [n.hostname for n in response.context["nodes"]] == ["n-r1-07", "n-r2-02"]
+    body = response.content.decode()
+    assert 'id="saved-view"' in body and "(your default)" in body and "sort=-in_flight" in body
+    assert 'id="saved-view-clear"' in body and 'id="save-view"' not in body
+    assert "?state=active&amp;sort=in_flight" in body  # its headings sort within the saved filters
+    # The same view by its address is the saved one too; another view offers to be saved instead.
+    assert 'id="saved-view"' in viewer_saving.get("/nodes/?state=active&sort=-in_flight").content.decode()
+    other = viewer_saving.get("/nodes/?sort=hostname")
+    assert [n.hostname for n in other.context["nodes"]] == ["n-r1-07", "n-r2-01", "n-r2-02"]
+    assert 'id="saved-view"' not in other.content.decode() and 'id="save-view"' in other.content.decode()
+    # It is this user's: another user's list opens with every node.
+    someone = Client()
+    someone.force_login(operator_user)
+    assert len(someone.get("/nodes/").context["nodes"]) == 3
+
+
+def test_it_clears_the_saved_view(viewer_saving: Client, loaded: dict[str, Any]) -> None:
+    response = viewer_saving.post("/nodes/saved-view/", {"clear": "1"}, follow=True)
+    assert "Saved view cleared" in response.content.decode()
+    assert len(response.context["nodes"]) == 3 and 'id="saved-view"' not in response.content.decode()
+
+
+@pytest.mark.parametrize(("query", "why"), [("sort=load", "unknown sort"), ("state=exploded", "Filter errors"),
+                                           ("", "Nothing to save"), ("page=2", "Nothing to save")])
+def test_it_saves_no_view_it_would_refuse_to_show(viewer: Client, loaded: dict[str, Any], query: str,
+                                                  why: str) -> None:
+    response = viewer.post("/nodes/saved-view/", {"query": query}, follow=True)
+    assert why in response.content.decode()
+    assert "now opens with this view" not in response.content.decode()
+    assert 'id="saved-view"' not in viewer.get("/nodes/").content.decode()
 
 
 def test_it_shows_a_node_with_modules_drift_warnings_and_trail(viewer: Client, fleet: dict[str, Any]) -> None:

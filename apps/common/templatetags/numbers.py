@@ -1,7 +1,8 @@
 """``{% load numbers %}`` and ``{{ value|num }}``: a figure printed as every page prints it (the pages'
 scripts use static/js/format.js, the same rule): grouped thousands; no decimals from 100, one from
 10, two from 1, three significant digits below 1; trailing zeros dropped; "–" for a figure not known.
-``{{ value|num:"ms" }}`` appends a unit."""
+``{{ value|num:"ms" }}`` appends a unit; ``{{ fraction|pct }}`` prints 0.42 as "42%", as format.js's
+``pct`` does."""
 
 from __future__ import annotations
 
@@ -51,3 +52,17 @@ def number_text(value: Any, unit: str = "") -> str:
 @register.filter(name="num")
 def num(value: Any, unit: str = "") -> str:
     return number_text(value, unit)
+
+
+def percent_text(value: Any) -> str:
+    """A fraction as a whole percentage (0.425 → "43%"); "–" when not known."""
+    d = _decimal(value)
+    if d is None:
+        return UNKNOWN
+    text = _text((d * 100).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+    return f"{'0' if text == '-0' else text}%"
+
+
+@register.filter(name="pct")
+def pct(value: Any) -> str:
+    return percent_text(value)

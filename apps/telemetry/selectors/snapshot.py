@@ -7,7 +7,7 @@ import datetime as dt
 from collections import defaultdict
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Avg, Count, F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from apps.inventory.choices import SERVING_STATES, ModuleState, NodeState
@@ -79,6 +79,17 @@ def node_rows(*, now: dt.datetime, tier_id: int | None = None) -> list[list[Any]
         rows.append([pk, host, tid, rack, slot, state, rounded(cpu, 3), rounded(util, 3), rounded(temp, 1),
                      rounded(power, 1), in_flight, age])
     return rows
+
+
+def nodes_with_load(nodes: QuerySet[Node]) -> QuerySet[Node]:
+    """``nodes`` annotated with the figures of their newest report, as the snapshot's node rows carry
+    them (NODE_FIELDS): ``cpu`` and ``in_flight`` from the node's latest state, ``module_util`` the
+    mean over its modules' latest states; None where no report says (unknown, never zero). Columns
+    to sort a list of nodes by load: one join and one correlated subquery, for the listed rows."""
+    util = (ModuleStatus.objects.filter(node=OuterRef("pk")).order_by().values("node")
+            .annotate(mean=Avg("util")).values("mean"))
+    return nodes.annotate(cpu=F("status__cpu_util"), in_flight=F("status__in_flight"),
+                          module_util=Subquery(util))
 
 
 def _stage_latest(since: dt.datetime, tier_id: int | None) -> dict[int, list[dict[str, Any]]]:

@@ -1,9 +1,24 @@
-/* nodes.js: the node list: operators cordon or drain a selection, with one confirmation naming
- * every node and one API call for all of them (POST /api/v1/nodes/actions/); the rows are re-read
- * as the server renders them. */
+/* nodes.js: the node list: each row's newest CPU, module utilisation and requests in flight follow
+ * the snapshot (as its state does); operators cordon or drain a selection, with one confirmation
+ * naming every node and one API call for all of them (POST /api/v1/nodes/actions/); the rows are
+ * re-read as the server renders them. The order is the server's (?sort=): rows do not move under
+ * the pointer while an operator picks one; sorting again re-reads the page. */
 import { Live } from "../live.js";
 import { errorText, toast } from "../actions.js";
-import { deadlineFields, kinds, reread, start, warn } from "./live-page.js";
+import { deadlineFields, hooks, kinds, numText, pctText, reread, start, warn } from "./live-page.js";
+
+function updateLoad(snap) {
+  const f = snap.node_fields;
+  const at = { cpu: f.indexOf("cpu"), module_util: f.indexOf("module_util"), in_flight: f.indexOf("in_flight") };
+  snap.nodes.forEach((r) => {
+    const row = document.querySelector('#node-table [data-node-row="' + r[0] + '"]');
+    if (!row) return;
+    row.querySelector('[data-cell="cpu"]').textContent = pctText(r[at.cpu]);
+    row.querySelector('[data-cell="module_util"]').textContent = pctText(r[at.module_util]);
+    row.querySelector('[data-cell="in_flight"]').textContent = numText(r[at.in_flight]);
+  });
+}
+hooks.snapshot.push(updateLoad);
 
 function picked() { return [...document.querySelectorAll("#node-table input.pick:checked")]; }
 function updatePicks() {
