@@ -40,5 +40,5 @@ class DriftView(ViewerRequiredMixin, ListView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         ctx = super().get_context_data(**kwargs)
-        ctx.update(nav="drift")
+        ctx.update(nav="drift", back_to_pin=selectors.drift_back_to_pin())
         return ctx
