@@ -17,9 +17,9 @@ from rest_framework.exceptions import PermissionDenied
 
 import apps.telemetry.selectors.sweep as telemetry
 from apps.audit.models import AuditEvent
-from apps.common.roles import OPERATOR, has_role
+from apps.common.roles import ADMIN, OPERATOR, has_role
 from apps.health.advisor import FINDING_ACTIONS, remedy_actions
-from apps.health.checks import CHECKS
+from apps.health.checks import BREAKER, CHECKS
 from apps.health.choices import ACTIVE_FINDING_STATES, SEVERITY_ORDER, FindingState
 from apps.health.evidence import cause_of
 from apps.health.inputs import Context, EndpointView, ModuleView, NodeView, TierView
@@ -337,5 +337,12 @@ def finding_offers(findings: list[Finding], *, actor: Any) -> dict[int, list[dic
                          "title": f"Silence {title} on {on}", "body": json.dumps({"check": f.check_name, **where}),
                          "text": f"Mutes {title} on {on} (notifications; the finding stays listed, marked "
                                  "silenced) for the hours you set."})
+        if f.check_name == BREAKER and f.state in ACTIVE_FINDING_STATES and has_role(actor, ADMIN):
+            mine.append({"action": "reset-breaker", "label": "Reset the breaker",
+                         "url": f"/api/v1/health/findings/{f.pk}/reset-breaker/",
+                         "title": f"Reset the circuit breaker on {f.tier.name if f.tier else 'the fleet'}",
+                         "text": "It never resets by itself. Health acts on this tier again from its next sweep, "
+                                 "which trips it again if the tier still fails that much. Say what tripped it "
+                                 "and what was done."})
         offers[f.pk] = mine
     return offers

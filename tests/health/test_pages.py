@@ -161,3 +161,18 @@ def test_checks_are_a_section_to_read_and_the_filter_names_them(hfleet: HealthFl
     assert '<option value="noisy_neighbour" >Noisy neighbour</option>' in page
     assert "Warns at 80 °C<br>Fails at 85 °C" in page
     assert "3 of the last 5 sweeps fail · after 5 passes" in page
+
+
+def test_a_tripped_breaker_offers_its_reset_to_admins_only(hfleet: HealthFleet, admin_user: User,
+                                                            operator_user: User) -> None:
+    now = timezone.now()
+    tier = hfleet.tier
+    breaker = Finding.objects.create(
+        check_name="breaker", subject_kind="tier", subject_key=f"tier:{tier.pk}:ecc", tier=tier, severity="critical",
+        status="fail", summary="3 of 10 serving nodes fail ecc", first_seen=now, last_seen=now)
+    url = f'data-url="/api/v1/health/findings/{breaker.pk}/reset-breaker/"'
+    admin, operator = Client(), Client()
+    admin.force_login(admin_user)
+    operator.force_login(operator_user)
+    assert url in admin.get("/health/").content.decode()
+    assert url not in operator.get("/health/").content.decode()
