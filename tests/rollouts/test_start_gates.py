@@ -178,3 +178,18 @@ def test_a_node_with_an_open_critical_finding_is_skipped_naming_it_and_a_warning
     assert rn.step == "skipped" and rn.wave is None and f"#{ecc.pk}" in rn.reason
     event = AuditEvent.objects.get(action="rollout.node.skipped", target_id=str(nodes[1].pk))
     assert f"critical health finding #{ecc.pk}" in event.reason and event.related_id == str(created.json()["id"])
+
+
+def test_the_node_page_says_rollouts_skip_it_while_its_critical_finding_is_open(
+        rfleet: RolloutFleet, viewer_user: User) -> None:
+    nodes = _fleet(rfleet)
+    ecc = _finding("ecc", node=nodes[1], module=Module.objects.get(node=nodes[1]), severity="critical")
+    _finding("temperature", node=nodes[2], module=Module.objects.get(node=nodes[2]))
+    client = Client()
+    client.force_login(viewer_user)
+    page = client.get(f"/nodes/{nodes[1].pk}/").content.decode()
+    assert f"Rollouts skip this node while its critical finding #{ecc.pk} (ECC errors) is open" in page
+    assert 'id="node-rollout-skip"' not in client.get(f"/nodes/{nodes[2].pk}/").content.decode()  # a warning
+    ecc.state = "resolved"
+    ecc.save(update_fields=["state"])
+    assert 'id="node-rollout-skip"' not in client.get(f"/nodes/{nodes[1].pk}/").content.decode()
