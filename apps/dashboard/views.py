@@ -26,6 +26,7 @@ from apps.inventory.choices import NodeState
 from apps.inventory.filtersets import NodePageFilterSet
 from apps.inventory.models import Node, Tier
 from apps.operations import selectors as operations
+from apps.rollouts import selectors as rollouts
 
 
 def tier_offers(request: Any, *, tier_kind: str, can_operate: bool) -> dict[str, Any]:
@@ -250,6 +251,7 @@ class NodeDetailView(ViewerRequiredMixin, DetailView):
             live=selectors.node_live(node=node), snapshot=None,
             node_events=audit.audit_recent(limit=6, target_type="node", target_id=str(node.pk)),
             figures=charts.node_figures(node=node, minutes=common["minutes"]),
+            rollout_skip=rollouts.node_skip_finding(node_id=node.pk),
         )
         refusal = scopes.nodes_refusal(actor=self.request.user, nodes=[node])
         if refusal is not None:  # not offered: the API would refuse them; an operator is told why

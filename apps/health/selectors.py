@@ -20,7 +20,7 @@ from apps.audit.models import AuditEvent
 from apps.common.roles import ADMIN, OPERATOR, has_role
 from apps.health.advisor import FINDING_ACTIONS, remedy_actions
 from apps.health.checks import BREAKER, CHECKS
-from apps.health.choices import ACTIVE_FINDING_STATES, SEVERITY_ORDER, FindingState
+from apps.health.choices import ACTIVE_FINDING_STATES, SEVERITY_ORDER, FindingState, Severity
 from apps.health.evidence import cause_of
 from apps.health.inputs import Context, EndpointView, ModuleView, NodeView, TierView
 from apps.health.models import Finding, HealthCheck, Silence
@@ -217,6 +217,20 @@ def findings_since(*, node_ids: list[int], since: dt.datetime | None) -> list[Fi
     if since is not None:
         qs = qs.filter(first_seen__gte=since)
     return list(qs)
+
+
+def critical_findings(*, node_ids: list[int], except_checks: tuple[str, ...] = ()) -> dict[int, Finding]:
+    """Per node id, the active critical finding on the node or one of its modules that has been open
+    longest, findings of ``except_checks`` aside (nodes without one are left out)."""
+    qs = (finding_list().filter(state__in=ACTIVE_FINDING_STATES, severity=Severity.CRITICAL)
+          .filter(Q(node_id__in=node_ids) | Q(module__node_id__in=node_ids)).exclude(check_name__in=except_checks)
+          .order_by("first_seen", "id"))
+    out: dict[int, Finding] = {}
+    for f in qs:
+        node_id = f.node_id or (f.module.node_id if f.module is not None else None)
+        if node_id is not None:
+            out.setdefault(node_id, f)
+    return out
 
 
 # ---- findings as the pages show them -----------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import Any
 
 import apps.telemetry.selectors.cohorts as telemetry_selectors
 from apps.health import selectors as health_selectors
+from apps.health.checks import CHECKS
 from apps.health.models import Finding
 from apps.inventory.choices import CombinationState
 from apps.inventory.models import ModuleType, VersionCombination
@@ -91,6 +92,25 @@ def health_now(*, module_type_id: int, node_ids: list[int]) -> dict[str, Any]:
         detail += (f"; {len(fixed)} version-drift finding(s) on nodes it moves to the target are expected "
                    "(the rollout fixes them)")
     return {"ok": not counted, "detail": detail, "findings": _finding_rows(counted), "expected": _finding_rows(fixed)}
+
+
+def critical_blocks(*, node_ids: list[int]) -> dict[int, Finding]:
+    """Per node id, the open critical health finding on the node or one of its modules for which a
+    rollout does not take the node: it is skipped at planning, or at its turn when the finding opened
+    since. Version drift is not one: it is what the rollout fixes."""
+    return health_selectors.critical_findings(node_ids=node_ids, except_checks=(VERSION_DRIFT,))
+
+
+def check_title(check_name: str) -> str:
+    spec = CHECKS.get(check_name)
+    return spec.title if spec is not None else check_name
+
+
+def critical_reason(f: Finding) -> str:
+    """Why a node is skipped for ``f`` (``critical_blocks``): the finding by id, its check and summary."""
+    return (f"critical health finding #{f.pk} {check_title(f.check_name)} ({f.check_name}) on {finding_subject(f)} "
+            f"is open: {f.summary}; a rollout does not take a node while a critical finding on it or its modules "
+            "is open")
 
 
 def downgrade_now(combination: VersionCombination) -> dict[str, Any]:

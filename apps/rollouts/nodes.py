@@ -7,7 +7,8 @@ again).
 Node and module state change only through ``apps.operations.lifecycle`` with owner ``rollout``
 (its capacity guard refuses a cordon below the tier's floor: the node waits and says so). A
 rollout never releases another owner's hold: a node held by an operator or by health is skipped
-with the reason and stays held.
+with the reason and stays held. Nor does it take a node with an open critical health finding on it
+or its modules: skipped at its turn, naming the finding.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from apps.operations import lifecycle
 from apps.operations import selectors as op_selectors
 from apps.operations.choices import ACTIVE_DRAIN_STATES, DeadlineAction, DrainState, Owner
 from apps.operations.models import Drain
+from apps.rollouts import gates
 from apps.rollouts.choices import FINAL_STEPS, FailureKind, RollbackPhase, RolloutState, Step
 from apps.rollouts.models import Rollout, RolloutNode
 from apps.vectors import runs
@@ -174,6 +176,17 @@ def _drained(r: Rollout, rn: RolloutNode, node: Node, now: dt.datetime) -> tuple
     return False, f"draining {node.hostname}: {op_selectors.drain_waiting_for(hold, now=now)}"
 
 
+def _skipped_for_health(r: Rollout, rn: RolloutNode, now: dt.datetime) -> bool:
+    """A critical health finding opened on the node or its modules since the rollout was planned: the
+    node is skipped at its turn, the finding named in its reason and the audit record."""
+    finding = gates.critical_blocks(node_ids=[rn.node_id]).get(rn.node_id)
+    if finding is None:
+        return False
+    rn.reason = f"at its turn: {gates.critical_reason(finding)}"
+    step_set(r, rn, Step.SKIPPED, now, why=rn.reason)
+    return True
+
+
 class _Lost(Exception):
     pass
 
@@ -198,6 +211,8 @@ def forward(r: Rollout, rn: RolloutNode, now: dt.datetime) -> bool:
             rn.reason = f"node is {node.state} at its turn" + (" (gray pool)" if node.gray else "")
             step_set(r, rn, Step.SKIPPED, now, why=rn.reason)
             return True
+        if _skipped_for_health(r, rn, now):
+            return True
         step_set(r, rn, Step.CORDONING, now, waiting=f"cordoning {node.hostname}",
              why=f"wave {rn.wave}: upgrading to {driver} + {framework}")
         return True
@@ -213,6 +228,8 @@ def forward(r: Rollout, rn: RolloutNode, now: dt.datetime) -> bool:
         elif node.state not in (NodeState.ACTIVE, NodeState.STANDBY):
             rn.reason = f"node is {node.state}; left as it is"
             step_set(r, rn, Step.SKIPPED, now, why=rn.reason)
+            return True
+        elif _skipped_for_health(r, rn, now):  # still not taken out (waiting for capacity): not taken now
             return True
         else:
             waiting = _take_out(r, rn, node, purpose=f"install {driver} + {framework}")

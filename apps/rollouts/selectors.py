@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 import apps.telemetry.selectors.cohorts as telemetry_selectors
+from apps.rollouts import gates
 from apps.rollouts.choices import FINAL_STEPS, Step
 from apps.rollouts.models import Rollout, RolloutNode
 
@@ -26,6 +27,15 @@ def rollout_nodes(rollout: Rollout) -> QuerySet[RolloutNode]:
     return (RolloutNode.objects.filter(rollout=rollout)
             .select_related("node", "node__tier", "node__rack", "vector_run")
             .order_by("wave", "position", "node__hostname"))
+
+
+def node_skip_finding(*, node_id: int) -> dict[str, Any] | None:
+    """The open critical health finding for which rollouts skip the node (``gates.critical_blocks``), as
+    the node page names it; None while there is none."""
+    f = gates.critical_blocks(node_ids=[node_id]).get(node_id)
+    if f is None:
+        return None
+    return {"id": f.pk, "check": f.check_name, "title": gates.check_title(f.check_name), "summary": f.summary}
 
 
 def progress(rollout: Rollout) -> dict[str, Any]:

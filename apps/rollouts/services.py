@@ -114,7 +114,7 @@ def _scope_field(spec: Spec) -> str:
 
 def scope(spec: Spec) -> Scoped:
     """The nodes in scope holding the module type: planned (active or standby, not held, not on the
-    target yet) or skipped with the reason."""
+    target yet, no open critical health finding) or skipped with the reason."""
     qs = (Node.objects.filter(modules__module_type=spec.module_type).exclude(state=NodeState.RETIRED)
           .select_related("tier", "rack").distinct())
     if spec.tiers:
@@ -127,6 +127,7 @@ def scope(spec: Spec) -> Scoped:
     if not nodes:
         raise ValidationError({_scope_field(spec): f"no node in this scope holds a {spec.module_type} module"})
     holds = {d.node_id: d for d in Drain.objects.filter(node__in=nodes, state__in=ACTIVE_DRAIN_STATES)}
+    critical = gates.critical_blocks(node_ids=[n.pk for n in nodes])
     target = (spec.combination.driver.version, spec.combination.framework.version)
     out = Scoped()
     for node in nodes:
@@ -144,6 +145,8 @@ def scope(spec: Spec) -> Scoped:
             out.skipped.append((node, f"node is {node.state}; only active or standby nodes are upgraded"))
         elif all((m.driver_version, m.framework_version) == target for m in modules):
             out.skipped.append((node, "already on the target versions"))
+        elif node.pk in critical:
+            out.skipped.append((node, gates.critical_reason(critical[node.pk])))
         else:
             out.planned.append(planner.PlanNode(node.pk, node.hostname, node.tier_id,
                                                 node.state == NodeState.ACTIVE))

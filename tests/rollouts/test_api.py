@@ -168,7 +168,7 @@ def test_the_preview_names_the_findings_active_on_the_nodes_in_scope(operator_ap
 
     node = _fleet(rfleet)[0]
     Finding.objects.create(check_name="ecc", subject_kind="node", subject_key=f"node:{node.pk}", node=node,
-                           severity="critical", summary="uncorrected ECC errors", first_seen=timezone.now(),
+                           severity="warning", summary="corrected ECC errors rising", first_seen=timezone.now(),
                            last_seen=timezone.now())
     r = operator_api.post("/api/v1/rollouts/preview/", _body(rfleet), format="json")
     assert r.status_code == 200, r.json()

@@ -1,14 +1,18 @@
 """The rollout controller on a small fleet, the simulator's agent answering in-process: a clean
 rollout (canary, waves, pinned, never below the floor, the operator's cordon kept), a bad
-combination caught by the canary and rolled back, pause on failure, a pass that dies mid-way."""
+combination caught by the canary and rolled back, pause on failure, a pass that dies mid-way, a
+node whose critical finding opened after planning skipped at its turn."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from apps.audit.models import AuditEvent
+from apps.health.models import Finding
 from apps.inventory.choices import CombinationState, NodeState
 from apps.inventory.models import Module, Node
 from apps.operations import lifecycle
@@ -169,3 +173,37 @@ def test_nodes_failing_on_their_own_go_back_at_once_and_trip_the_circuit_breaker
     assert set(rollout.nodes.filter(wave__gt=0).values_list("step", flat=True)) == {Step.SKIPPED}
     assert set(Module.objects.values_list("driver_version", flat=True)) == {"2.3.1"}
     assert not Drain.objects.filter(owner=Owner.ROLLOUT, state__in=ACTIVE_DRAIN_STATES).exists()
+
+
+def _module_finding(check: str, node: Node, severity: str, summary: str, first_seen: dt.datetime) -> Finding:
+    module = Module.objects.filter(node=node).order_by("slot").first()
+    assert module is not None
+    return Finding.objects.create(check_name=check, subject_kind="module", subject_key=f"module:{module.pk}",
+                                  node=node, module=module, severity=severity, summary=summary,
+                                  first_seen=first_seen, last_seen=timezone.now())
+
+
+def test_a_node_whose_critical_finding_opened_after_planning_is_skipped_at_its_turn_naming_it(
+        rfleet: RolloutFleet) -> None:
+    nodes = _fleet(rfleet)
+    # A warning, older than the rollout (started past the health gate): its node is upgraded all the same.
+    _module_finding("temperature", nodes["n-4"], "warning", "81 °C", timezone.now() - dt.timedelta(hours=1))
+    rollout = _create(rfleet, wave_size=2, max_unavailable="2", override=["health"])
+    planned = RolloutNode.objects.get(rollout=rollout, node=nodes["n-3"])
+    assert planned.step == Step.PENDING and planned.wave, planned.wave  # planned in a wave after the canary
+    ecc = _module_finding("ecc", nodes["n-3"], "critical", "2 uncorrected ECC errors", timezone.now())
+
+    rollout = rfleet.run_until(rollout, (RolloutState.COMPLETED, RolloutState.ROLLED_BACK, RolloutState.PAUSED))
+    assert rollout.state == RolloutState.COMPLETED, rollout.message
+    steps = dict(rollout.nodes.values_list("node__hostname", "step"))
+    assert steps["n-3"] == "skipped" and steps["n-4"] == "done" and steps["n-2"] == "done", steps
+    skipped = RolloutNode.objects.get(pk=planned.pk)
+    assert skipped.reason.startswith(f"at its turn: critical health finding #{ecc.pk} ECC errors (ecc) on module "
+                                     "n-3-m0 on n-3 is open: 2 uncorrected ECC errors"), skipped.reason
+    assert set(Module.objects.filter(node=nodes["n-3"]).values_list("driver_version", flat=True)) == {"2.3.1"}
+    assert Node.objects.get(pk=nodes["n-3"].pk).state == NodeState.ACTIVE
+    trail = AuditEvent.objects.filter(related_type="rollout", related_id=str(rollout.pk),
+                                      target_id=str(nodes["n-3"].pk))
+    assert list(trail.values_list("action", flat=True)) == ["rollout.node.skipped"]
+    assert f"critical health finding #{ecc.pk}" in trail.get().reason
+    assert "n-3 (at its turn: critical health finding" in rollout.message  # named among the nodes not upgraded

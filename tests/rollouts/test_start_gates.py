@@ -1,7 +1,9 @@
 """A rollout starts only when every dry-run gate passes, or past the failing ones an operator names in
 ``override`` with a reason: a 409 naming the failing gates otherwise, a 400 for overriding a gate
 that passes. A downgrade (the target older than the pin) is such a gate; the health gate counts only
-the findings the rollout will not fix. A preview writes nothing, so a viewer may ask for one."""
+the findings the rollout will not fix. A node with an open critical finding is not planned at all:
+skipped, the finding named, and its page says so. A preview writes nothing, so a viewer may ask for
+one."""
 
 from __future__ import annotations
 
@@ -32,12 +34,14 @@ def _fleet(rfleet: RolloutFleet) -> list[Node]:
     return [rfleet.node(f"n-{i}") for i in range(1, 5)]
 
 
-def _finding(check: str, *, node: Node, module: Module | None = None) -> Finding:
+def _finding(check: str, *, node: Node, module: Module | None = None, severity: str = "") -> Finding:
+    """A finding the health gate counts; a warning unless told (a critical one keeps its node out of the
+    plan instead)."""
     now = timezone.now()
     return Finding.objects.create(
         check_name=check, subject_kind="module" if module else "node",
         subject_key=f"module:{module.pk}" if module else f"node:{node.pk}", node=node, module=module,
-        severity="info" if check == "version_drift" else "critical", summary=f"{check} found",
+        severity=severity or ("info" if check == "version_drift" else "warning"), summary=f"{check} found",
         first_seen=now, last_seen=now)
 
 
@@ -150,3 +154,42 @@ def test_a_viewer_may_preview_but_not_start(rfleet: RolloutFleet, viewer_api: AP
     assert preview.status_code == 200 and preview.json()["failing"] == [], preview.json()
     refused = viewer_api.post("/api/v1/rollouts/", _body(rfleet), format="json")
     assert refused.status_code == 403 and Rollout.objects.count() == 0
+
+
+def test_a_node_with_an_open_critical_finding_is_skipped_naming_it_and_a_warning_does_not_skip(
+        rfleet: RolloutFleet, operator_api: APIClient) -> None:
+    nodes = _fleet(rfleet)
+    module = Module.objects.get(node=nodes[1])
+    ecc = _finding("ecc", node=nodes[1], module=module, severity="critical")
+    _finding("temperature", node=nodes[2], module=Module.objects.get(node=nodes[2]))
+    preview = operator_api.post("/api/v1/rollouts/preview/", _body(rfleet), format="json").json()
+    planned = [n["hostname"] for w in preview["waves"] for n in w["nodes"]]
+    assert "n-2" not in planned and "n-3" in planned, preview["waves"]  # the warning does not skip its node
+    skipped = {s["hostname"]: s["reason"] for s in preview["skipped"]}
+    assert f"critical health finding #{ecc.pk} ECC errors (ecc) on module {module.serial} on n-2 is open: " \
+           "ecc found" in skipped["n-2"], skipped
+    # Its finding no longer weighs on the health gate (the node is not moved); the warning still does.
+    assert preview["failing"] == ["health"] and "temperature on module n-3-m0 on n-3" in \
+        preview["gates"]["health"]["detail"] and "ecc" not in preview["gates"]["health"]["detail"], preview["gates"]
+    created = operator_api.post("/api/v1/rollouts/", _body(rfleet, override=["health"], reason="fans replaced"),
+                                format="json")
+    assert created.status_code == 201, created.json()
+    rn = RolloutNode.objects.get(rollout_id=created.json()["id"], node=nodes[1])
+    assert rn.step == "skipped" and rn.wave is None and f"#{ecc.pk}" in rn.reason
+    event = AuditEvent.objects.get(action="rollout.node.skipped", target_id=str(nodes[1].pk))
+    assert f"critical health finding #{ecc.pk}" in event.reason and event.related_id == str(created.json()["id"])
+
+
+def test_the_node_page_says_rollouts_skip_it_while_its_critical_finding_is_open(
+        rfleet: RolloutFleet, viewer_user: User) -> None:
+    nodes = _fleet(rfleet)
+    ecc = _finding("ecc", node=nodes[1], module=Module.objects.get(node=nodes[1]), severity="critical")
+    _finding("temperature", node=nodes[2], module=Module.objects.get(node=nodes[2]))
+    client = Client()
+    client.force_login(viewer_user)
+    page = client.get(f"/nodes/{nodes[1].pk}/").content.decode()
+    assert f"Rollouts skip this node while its critical finding #{ecc.pk} (ECC errors) is open" in page
+    assert 'id="node-rollout-skip"' not in client.get(f"/nodes/{nodes[2].pk}/").content.decode()  # a warning
+    ecc.state = "resolved"
+    ecc.save(update_fields=["state"])
+    assert 'id="node-rollout-skip"' not in client.get(f"/nodes/{nodes[1].pk}/").content.decode()
