@@ -41,7 +41,7 @@ REFERENCE_CLOCK_GHZ = 3.0
 class Params:
     """Defaults from docs/domain.md; ``settings.CAPACITY`` may override each."""
 
-    instructions_per_request: float = 500_000    # DOMAIN: 300k-500k; the upper end
+    instructions_per_request: float = 500_000    # docs/domain.md: 300k-500k; the upper end
     core_ips: float = 1e9                        # simple instructions/s per core at 3 GHz
     usable_fraction: float = 0.25                # of that, usable in practice
     gflops_per_token: float = 6.0                # a 1B/7B mix
@@ -101,7 +101,7 @@ def tier_need(load: TierLoad, p: Params = Params()) -> Need:
     modules_needed = 0
     per_node = load.serving_modules / load.active_nodes if load.active_nodes else 0.0
 
-    # Traffic: the DOMAIN formulas.
+    # Traffic: the formulas of docs/domain.md ("Capacity planning").
     if load.kind == ACCESS_LOGIC and load.requests_per_s is not None and load.node_cpu_ips > 0:
         load_ips = load.requests_per_s * p.instructions_per_request
         n = _ceil(load_ips / (1 - p.headroom) / load.node_cpu_ips)

@@ -10,7 +10,7 @@ spelling (``1.7`` is 17/10, not the nearest binary float), so a ceiling such as
 Every result carries ``explanations``: for each output, its formula with the
 numbers filled in, so an operator can check the arithmetic by hand.
 
-Decisions the DOMAIN text leaves open (also in docs/planner.md):
+Decisions docs/domain.md leaves open (also in docs/planner.md):
 - model compute (TFLOPs per second) is compared with the modules' INT8 TOPS
   one for one, as the field's rule of thumb does;
 - CPU cores for agents are rounded up to whole cores;

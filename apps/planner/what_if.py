@@ -4,7 +4,7 @@ Pure (no Django): ``apps.planner.selectors`` reads the inventory and telemetry
 into the dataclasses below.
 
 - access & logic tier (CPU): a node's usable capacity is cores × instructions/s
-  per core (scaled by clock ÷ 3 GHz, the clock DOMAIN's 1e9/s is quoted at) ×
+  per core (scaled by clock ÷ 3 GHz, the clock docs/domain.md quotes 1e9/s at) ×
   the usable fraction. Nodes needed = ceil(CPU load ÷ (1 − target headroom) ÷
   the tier's mean node capacity).
 - hybrid inference tier (modules): modules needed = ceil(model compute ÷ TOPS

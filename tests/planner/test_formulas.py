@@ -58,7 +58,7 @@ def test_it_explains_each_array_output_with_the_numbers_filled_in() -> None:
 
 
 def test_it_sizes_one_8_core_cpu_at_2e9_usable() -> None:
-    # DOMAIN: "an 8-core 3 GHz CPU ≈ 2e9/s" usable: the defaults are one such CPU.
+    # docs/domain.md: "an 8-core 3 GHz CPU ≈ 2e9/s" usable: the defaults are one such CPU.
     plan = size_array(WORKED_ARRAY)
     assert plan.cpu_capacity_per_s == 2e9
     assert plan.cpu_headroom == 0.875
