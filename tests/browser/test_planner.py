@@ -38,7 +38,7 @@ def test_it_sizes_the_array_as_you_type(browser_page: Any, live_server: Any, dem
     page.fill("#array-form input[name=cpu_count]", "2")
     _wait_out(page, "#array-card", "cpu_capacity_per_s", "4e9")
     assert _out(page, "#array-card", "cpu_headroom") == "0.938 (93.8%)"  # three significant digits
-    assert page.inner_text("#array-card [data-explain=cpu_headroom]") == "CPU headroom = 1 − 2.5e8 ÷ 4e9 = 0.9375"
+    assert page.inner_text("#array-card [data-explain=cpu_headroom]") == "CPU headroom = 1 − 2.5e8 ÷ 4e9 = 0.938"
 
     # Twice the users: twice the modules; the formula shows the new numbers; the chart follows.
     page.fill("#array-form input[name=concurrent_users]", "2000")

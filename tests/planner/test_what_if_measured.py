@@ -5,12 +5,14 @@ guard uses) and says which limit binds. A tier running hot, or whose queue grows
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
 
+from apps.common.templatetags.numbers import number_text
 from apps.operations import capacity
 from apps.planner.what_if import Demand, NodeCapacity, TierInstalled, WhatIfParams, plan_against_installed
 from apps.simulator.demo import seed_demo
@@ -41,6 +43,19 @@ def test_it_recommends_no_release_for_a_busy_tier_and_names_the_limit(viewer_api
     # The access & logic tier runs at about half its CPU: that is why it keeps its nodes.
     access = tiers["access_logic"]
     assert 0.4 < access["installed"]["measured_utilisation"] < 0.8, access["installed"]
+    # Every figure in the text the page shows is printed as every page prints it: 434 TFLOPs/s,
+    # 37.5 TOPS, 2.64 per node, 293 req/s; never 433.5432 or 292.5.
+    body = viewer_api.get(URL).json()
+    texts = [body["demand"]["explanation"], *body["explanations"].values()]
+    for t in body["tiers"]:
+        texts += [t["action"], *t["explanations"].values()]
+    assert not [(f, text) for text in texts for f in _raw_figures(text)]
+
+
+def _raw_figures(text: str) -> list[str]:
+    """Decimal figures in ``text`` that |num would print otherwise (scientific notation aside)."""
+    found = re.findall(r"(?<![\w.])-?\d[\d,]*\.\d+(?![\de])", text)
+    return [f for f in found if number_text(float(f.replace(",", ""))) != f]
 
 
 @pytest.mark.django_db
