@@ -91,19 +91,21 @@ def demand_resolve(
 ) -> tuple[Demand, int | None]:
     """The demand to plan for: the caller's numbers, the rest from telemetry's observed traffic.
 
+    Its explanation is the one sentence the page prints for the demand: each figure once, with
+    where it came from.
     Raises ValidationError naming each missing number when telemetry has nothing to offer.
     """
     rate: Number | None = requests_per_s
     given: list[str] = []
     if concurrent_users is not None and request_interval_s is not None:
         rate = exact(concurrent_users) / exact(request_interval_s)
-        given.append(f"{fmt(concurrent_users)} users ÷ {fmt(request_interval_s)} s")
+        given.append(f"{fmt(concurrent_users)} users ÷ {fmt(request_interval_s)} s = {fmt(rate)} req/s")
     elif requests_per_s is not None:
         given.append(f"{fmt(requests_per_s)} req/s given")
     if input_tokens is not None:
-        given.append(f"{fmt(input_tokens)} input tokens given")
+        given.append(f"{fmt(input_tokens)} input tokens per request given")
     if output_tokens is not None:
-        given.append(f"{fmt(output_tokens)} output tokens given")
+        given.append(f"{fmt(output_tokens)} output tokens per request given")
     if rate is not None and input_tokens is not None and output_tokens is not None:
         return Demand(rate, input_tokens, output_tokens, "user", "; ".join(given)), None
 

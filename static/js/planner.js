@@ -181,11 +181,10 @@ async function whatIf(useMine) {
   }
   const d = result.data;
   status.textContent = "";
+  // The server's demand sentence names each figure once, with where it came from.
   document.getElementById("what-if-demand").textContent =
-    "Demand (" + d.demand.source + "): " + fmt(d.demand.requests_per_s) + " req/s, " +
-    fmt(d.demand.input_tokens_per_request) + " input and " + fmt(d.demand.output_tokens_per_request) +
-    " output tokens per request — " + d.demand.explanation + ". Plan: " + d.plan.modules_needed +
-    " modules on " + d.plan.nodes_needed + " nodes, " + fmt(d.plan.compute_tflops) + " TFLOPs/s.";
+    "Demand (" + d.demand.source + "): " + d.demand.explanation + ". Plan: " + plural(d.plan.modules_needed, "module") +
+    " on " + plural(d.plan.nodes_needed, "node") + ", " + fmt(d.plan.compute_tflops) + " TFLOPs/s.";
   tbody.innerHTML = d.tiers.map(function (t) {
     const needed = t.nodes_needed === null ? "—" :
       plural(t.nodes_needed, "node") + (t.needed.modules !== undefined ? ", " + plural(t.needed.modules, "module") : "");

@@ -77,7 +77,11 @@ def test_it_sizes_the_array_as_you_type(browser_page: Any, live_server: Any, dem
     # 7 nodes needed, 33 active, the demo tier keeps at least 10 active.
     assert "-23 nodes" in hybrid
     assert "release 23 nodes (drain first); minimum binds: the tier minimum keeps 10 active" in hybrid
-    assert "Demand (user): 1,000 req/s" in page.inner_text("#what-if-demand")
+    # The demand sentence, each figure once.
+    demand = page.inner_text("#what-if-demand")
+    assert demand.startswith("Demand (user): 2,000 users ÷ 2 s = 1,000 req/s; 500 input tokens per request given; "
+                             "100 output tokens per request given. Plan: "), demand
+    assert demand.count("1,000 req/s") == 1 and demand.count("500 input") == 1, demand
     screenshot(page, "planner")
 
 
