@@ -13,7 +13,7 @@ from apps.inventory.models import Module, Node, Tier
 from apps.operations import capacity
 from apps.operations import selectors as operations_selectors
 from apps.planner.formulas import Number, exact, fmt
-from apps.planner.what_if import Demand, NodeCapacity, TierInstalled, WhatIfParams, WhatIfResult, plan_against_installed
+from apps.planner.what_if import AutoscalerView, Demand, NodeCapacity, TierInstalled, WhatIfParams, WhatIfResult, plan_against_installed
 
 # Modules that serve requests; quarantined and failed ones do not count as capacity.
 SERVING_MODULE_STATES = (ModuleState.HEALTHY, ModuleState.DEGRADED)
@@ -150,7 +150,21 @@ def measured_loads() -> dict[str, capacity.TierLoad]:
             for tier in Tier.objects.filter(kind__in=(TierKind.ACCESS_LOGIC, TierKind.HYBRID_INFERENCE))}
 
 
+def autoscaler_views() -> dict[str, AutoscalerView]:
+    """Each array tier's latest autoscaler decision that saw a queue (skips saw none)."""
+    views = {}
+    for kind in (TierKind.ACCESS_LOGIC, TierKind.HYBRID_INFERENCE):
+        d = (operations_selectors.decision_list()
+             .filter(tier__kind=kind, queue_depth__isnull=False, raw_desired__isnull=False).first())
+        if d is not None and d.queue_depth is not None and d.raw_desired is not None:
+            views[str(kind)] = AutoscalerView(
+                current=d.current, queue_depth=d.queue_depth, target_per_node=d.target_queue_per_node,
+                raw=d.raw_desired, desired=d.desired, dry_run=d.dry_run, as_of=(d.until or d.time).isoformat())
+    return views
+
+
 def what_if(*, window_s: int, params: WhatIfParams, **numbers: Any) -> tuple[WhatIfResult, int | None]:
     demand, window = demand_resolve(window_s=window_s, **numbers)
     return plan_against_installed(demand, params, installed_capacity(), measured=measured_loads(),
-                                  capacity_params=operations_selectors.capacity_params()), window
+                                  capacity_params=operations_selectors.capacity_params(),
+                                  autoscaler=autoscaler_views()), window

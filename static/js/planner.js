@@ -191,9 +191,15 @@ async function whatIf(useMine) {
     const change = (t.modules_delta !== null ? deltaText(t.modules_delta, "module") + "<br>" : "") +
       (t.nodes_needed === null ? "" : deltaText(t.nodes_delta, "node"));
     const why = Object.values(t.explanations || {}).map(esc).join("<br>");
+    const a = t.autoscaler;
+    const auto = a ? '<br><span class="muted" data-autoscaler>autoscaler: ' + esc(plural(a.desired, "node")) +
+      (a.raw !== a.desired ? " (its formula " + a.raw + ")" : "") + "</span>" : "";
+    // The server's two sentences on why the plan and the autoscaler differ, under the tier's figures.
+    const compare = a ? '<tr class="compare" data-compare="' + esc(t.tier) + '"><td></td><td colspan="4">' +
+      esc(a.comparison) + "</td></tr>" : "";
     return '<tr data-tier="' + esc(t.tier) + '"><td>' + esc(t.name) + "</td><td>" + t.active_nodes + " / " +
-      t.standby_nodes + "</td><td>" + esc(needed) + "</td><td>" + change + '<br><span class="muted">' +
-      esc(t.action) + '</span></td><td class="formula">' + why + "</td></tr>";
+      t.standby_nodes + "</td><td>" + esc(needed) + auto + "</td><td>" + change + '<br><span class="muted">' +
+      esc(t.action) + '</span></td><td class="formula">' + why + "</td></tr>" + compare;
   }).join("");
 }
 

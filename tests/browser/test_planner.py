@@ -111,9 +111,13 @@ def test_it_shows_errors_next_to_the_fields(browser_page: Any, live_server: Any,
 
 def test_it_plans_the_observed_busy_hour_without_a_release(browser_page: Any, live_server: Any,
                                                            demo_fleet: dict[str, Any]) -> None:
+    from apps.inventory.models import Tier
+    from apps.operations.scaling import autoscaler_run
     from tests.fleet_play import play_demo_hour
 
     play_demo_hour(15.0)
+    decisions = {tier.kind: autoscaler_run(tier=tier) for tier in Tier.objects.filter(
+        kind__in=("access_logic", "hybrid_inference"))}  # the demo's policies, in dry run
     page = browser_page
     login_by_cookie(page, live_server, BROWSER_USER, next_url="/planner/")
     page.click("#what-if-observed")
@@ -122,5 +126,17 @@ def test_it_plans_the_observed_busy_hour_without_a_release(browser_page: Any, li
         row = page.inner_text(f"#what-if-results tr[data-tier={kind}]")
         assert "release" not in row.split("binds")[0].split("nodes:")[-1], row
         assert "utilisation binds" in row or "queue binds" in row, row
+        # The autoscaler's figure beside the plan's, and under them why the two differ, in its numbers.
+        d = decisions[kind]
+        assert d is not None and d.raw_desired is not None
+        needed = page.inner_text(f"#what-if-results tr[data-tier={kind}] td:nth-child(3)")
+        plan_nodes = needed.split(" node")[0]
+        assert f"autoscaler: {d.desired} nodes" + (f" (its formula {d.raw_desired})"
+                                                   if d.raw_desired != d.desired else "") in needed, needed
+        compare = page.inner_text(f"#what-if-results tr[data-compare={kind}] td[colspan]")
+        assert compare.startswith(f"The planner's {plan_nodes} sizes the tier for throughput: "), compare
+        assert (f"The autoscaler's {d.desired} (dry run) sizes it for the waiting work: "
+                f"{d.queue_depth:.0f} requests queued ÷ its target of {d.target_queue_per_node:g} a node = "
+                f"{d.raw_desired} nodes") in compare, compare
     assert "Demand (telemetry)" in page.inner_text("#what-if-demand")
     screenshot(page, "planner-what-if-busy-hour")
