@@ -13,7 +13,15 @@ from apps.inventory.models import Module, Node, Tier
 from apps.operations import capacity
 from apps.operations import selectors as operations_selectors
 from apps.planner.formulas import Number, exact, fmt
-from apps.planner.what_if import AutoscalerView, Demand, NodeCapacity, TierInstalled, WhatIfParams, WhatIfResult, plan_against_installed
+from apps.planner.what_if import (
+    AutoscalerView,
+    Demand,
+    NodeCapacity,
+    TierInstalled,
+    WhatIfParams,
+    WhatIfResult,
+    plan_against_installed,
+)
 
 # Modules that serve requests; quarantined and failed ones do not count as capacity.
 SERVING_MODULE_STATES = (ModuleState.HEALTHY, ModuleState.DEGRADED)

@@ -209,14 +209,14 @@ def _measured_sizing(formula_nodes: int, active: int, load: capacity.TierLoad | 
     return formula, notes, utilisation
 
 
-def _autoscaler_comparison(sizing: Sizing, binding: str, target: int, view: AutoscalerView, *,
+def _autoscaler_comparison(sizing: Sizing, binding: str, kept: int, view: AutoscalerView, *,
                            observed: bool) -> dict[str, object]:
-    """The autoscaler's latest decision beside the plan's nodes needed (``sizing``; ``target``: the
+    """The autoscaler's latest decision beside the plan's nodes needed (``sizing``; ``kept``: the
     active nodes the plan keeps within the tier's bounds), with two sentences on why they differ.
     ``observed``: the plan is for the observed demand (else for the caller's, which the queue is not)."""
     basis = sizing.basis or sizing.text
     if binding in ("minimum", "maximum"):
-        basis += f" (the tier {binding} keeps {target} active)"
+        basis += f" (the tier {binding} keeps {kept} active)"
     queue, target = exact(view.queue_depth), exact(view.target_per_node)
     per_node = queue / view.current if view.current else None
     if per_node is not None and ceil_exact(queue / target) != view.raw:  # within its tolerance: no change

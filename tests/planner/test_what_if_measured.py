@@ -16,7 +16,14 @@ from apps.common.templatetags.numbers import number_text
 from apps.inventory.models import Tier
 from apps.operations import capacity
 from apps.operations.scaling import autoscaler_run
-from apps.planner.what_if import AutoscalerView, Demand, NodeCapacity, TierInstalled, WhatIfParams, plan_against_installed
+from apps.planner.what_if import (
+    AutoscalerView,
+    Demand,
+    NodeCapacity,
+    TierInstalled,
+    WhatIfParams,
+    plan_against_installed,
+)
 from apps.simulator.demo import seed_demo
 from tests.fleet_play import play_demo_hour
 
