@@ -32,6 +32,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from apps.common.templatetags.numbers import number_text
+
 ACCESS_LOGIC = "access_logic"
 HYBRID_INFERENCE = "hybrid_inference"
 REFERENCE_CLOCK_GHZ = 3.0
@@ -41,7 +43,7 @@ REFERENCE_CLOCK_GHZ = 3.0
 class Params:
     """Defaults from docs/domain.md; ``settings.CAPACITY`` may override each."""
 
-    instructions_per_request: float = 500_000    # DOMAIN: 300k-500k; the upper end
+    instructions_per_request: float = 500_000    # docs/domain.md: 300k-500k; the upper end
     core_ips: float = 1e9                        # simple instructions/s per core at 3 GHz
     usable_fraction: float = 0.25                # of that, usable in practice
     gflops_per_token: float = 6.0                # a 1B/7B mix
@@ -88,6 +90,11 @@ def _ceil(x: float) -> int:
     return max(0, math.ceil(round(x, 9)))
 
 
+def _n(x: float) -> str:
+    # as every page prints a figure: 293 req/s, 37.5 TOPS, 2.64 per node
+    return number_text(x)
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.0f} %"
 
@@ -101,35 +108,35 @@ def tier_need(load: TierLoad, p: Params = Params()) -> Need:
     modules_needed = 0
     per_node = load.serving_modules / load.active_nodes if load.active_nodes else 0.0
 
-    # Traffic: the DOMAIN formulas.
+    # Traffic: the formulas of docs/domain.md ("Capacity planning").
     if load.kind == ACCESS_LOGIC and load.requests_per_s is not None and load.node_cpu_ips > 0:
         load_ips = load.requests_per_s * p.instructions_per_request
         n = _ceil(load_ips / (1 - p.headroom) / load.node_cpu_ips)
         parts["traffic"] = n
-        texts.append(f"traffic: {load.requests_per_s:.1f} req/s × {p.instructions_per_request:,.0f} instructions "
-                     f"÷ (1 − {_pct(p.headroom)} headroom) ÷ {load.node_cpu_ips:,.0f}/s per node = {n}")
+        texts.append(f"traffic: {_n(load.requests_per_s)} req/s × {_n(p.instructions_per_request)} instructions "
+                     f"÷ (1 − {_pct(p.headroom)} headroom) ÷ {_n(load.node_cpu_ips)}/s per node = {n}")
     elif load.kind == HYBRID_INFERENCE and load.output_tokens_per_s is not None and load.module_tops > 0:
         tflops = load.output_tokens_per_s * p.gflops_per_token / 1000
         mods = _ceil(tflops / (1 - p.headroom) / load.module_tops)
         modules_needed = max(modules_needed, mods)
         n = _ceil(mods / per_node) if per_node else mods
         parts["traffic"] = n
-        texts.append(f"traffic: {load.output_tokens_per_s:,.0f} output tok/s × {p.gflops_per_token:g} GFLOPs = "
-                     f"{tflops:,.1f} TFLOPs ÷ (1 − {_pct(p.headroom)} headroom) ÷ {load.module_tops:g} TOPS = "
-                     f"{mods} modules ÷ {per_node:.2f} per node = {n}")
+        texts.append(f"traffic: {_n(load.output_tokens_per_s)} output tok/s × {_n(p.gflops_per_token)} GFLOPs = "
+                     f"{_n(tflops)} TFLOPs ÷ (1 − {_pct(p.headroom)} headroom) ÷ {_n(load.module_tops)} TOPS = "
+                     f"{mods} modules ÷ {_n(per_node)} per node = {n}")
 
     # Utilisation: the work done now at the target utilisation.
     if load.kind == ACCESS_LOGIC and load.busy_nodes is not None:
         n = _ceil(load.busy_nodes / p.target_util)
         parts["utilisation"] = n
-        texts.append(f"utilisation: CPU work of {load.busy_nodes:.1f} busy nodes ÷ {_pct(p.target_util)} target = {n}")
+        texts.append(f"utilisation: CPU work of {_n(load.busy_nodes)} busy nodes ÷ {_pct(p.target_util)} target = {n}")
     elif load.kind == HYBRID_INFERENCE and load.busy_modules is not None and per_node:
         mods = _ceil(load.busy_modules / p.target_util)
         modules_needed = max(modules_needed, mods)
         n = _ceil(mods / per_node)
         parts["utilisation"] = n
-        texts.append(f"utilisation: work of {load.busy_modules:.1f} busy modules ÷ {_pct(p.target_util)} target = "
-                     f"{mods} modules ÷ {per_node:.2f} per node = {n}")
+        texts.append(f"utilisation: work of {_n(load.busy_modules)} busy modules ÷ {_pct(p.target_util)} target = "
+                     f"{mods} modules ÷ {_n(per_node)} per node = {n}")
 
     # Queue: growing means the tier already has too little.
     if (load.requests_per_s is not None and load.completions_per_s is not None and load.active_nodes
@@ -139,8 +146,8 @@ def tier_need(load: TierLoad, p: Params = Params()) -> Need:
         parts["queue"] = n
         if load.kind == HYBRID_INFERENCE:
             modules_needed = max(modules_needed, _ceil(load.serving_modules * ratio))
-        texts.append(f"queue: growing ({load.requests_per_s:.1f} arrivals/s against {load.completions_per_s:.1f} "
-                     f"completions/s): {load.active_nodes} × {ratio:.2f} = {n}")
+        texts.append(f"queue: growing ({_n(load.requests_per_s)} arrivals/s against {_n(load.completions_per_s)} "
+                     f"completions/s): {load.active_nodes} × {_n(ratio)} = {n}")
 
     if not parts:
         return Need(0, 0, "none", {}, f"{load.name}: no fresh traffic or utilisation from telemetry")

@@ -24,7 +24,7 @@ def users_figure(inputs: ArrayInputs) -> dict[str, Any]:
     fig.add_trace(go.Scatter(
         x=users, y=[round(p[2] * 100, 2) for p in points], name="CPU headroom %", mode="lines", yaxis="y2",
         line={"color": "#2e9d5b", "width": 2},
-        hovertemplate="%{x:,} users: %{y}% headroom<extra></extra>",
+        hovertemplate="%{x:,} users: %{y:,.0f}% headroom<extra></extra>",
     ))
     fig.add_trace(go.Scatter(
         x=[inputs.concurrent_users], y=[here.modules_needed], name="your plan", mode="markers",

@@ -1,6 +1,7 @@
 """The field's sizing formulas (docs/domain.md, "Capacity planning"), as pure functions.
 
-No Django here: frozen dataclasses in, frozen dataclasses out, units in the names.
+No Django here (but for the one rule every page prints figures by, ``number_text``): frozen
+dataclasses in, frozen dataclasses out, units in the names.
 
 Arithmetic is exact: every input is turned into a ``Fraction`` from its decimal
 spelling (``1.7`` is 17/10, not the nearest binary float), so a ceiling such as
@@ -10,7 +11,7 @@ spelling (``1.7`` is 17/10, not the nearest binary float), so a ceiling such as
 Every result carries ``explanations``: for each output, its formula with the
 numbers filled in, so an operator can check the arithmetic by hand.
 
-Decisions the DOMAIN text leaves open (also in docs/planner.md):
+Decisions docs/domain.md leaves open (also in docs/planner.md):
 - model compute (TFLOPs per second) is compared with the modules' INT8 TOPS
   one for one, as the field's rule of thumb does;
 - CPU cores for agents are rounded up to whole cores;
@@ -24,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
+
+from apps.common.templatetags.numbers import number_text
 
 Number = int | float | Decimal | Fraction
 
@@ -57,7 +60,8 @@ def ceil_exact(value: Fraction) -> int:
 
 
 def fmt(value: Number) -> str:
-    """A number as an operator writes it: 250,000 · 0.9375 · 2.5e8."""
+    """A number as every page prints it (``number_text``: 250,000 · 1,216 · 37.5 · 0.938), the very
+    large and very small in scientific notation as the planner page's script prints them (2.5e8)."""
     q = exact(value)
     if q.denominator == 1 and abs(q) < 10**7:
         return f"{int(q):,}"
@@ -66,7 +70,21 @@ def fmt(value: Number) -> str:
         mantissa, exponent = f"{v:.4e}".split("e")
         mantissa = mantissa.rstrip("0").rstrip(".")
         return f"{mantissa}e{int(exponent)}"
-    return f"{v:,.4f}".rstrip("0").rstrip(".")
+    return number_text(v)
+
+
+def fmt_ceil(value: Number) -> str:
+    """The figure inside a ceiling: as ``fmt``, but a fraction never reads as a whole number, so the
+    step shows why it rounds up (ceil(10.004) = 11, not ceil(10) = 11)."""
+    q = exact(value)
+    text = fmt(q)
+    if q.denominator == 1 or "." in text or "e" in text:
+        return text
+    for places in range(1, 10):
+        shown = f"{float(q):,.{places}f}".rstrip("0").rstrip(".")
+        if "." in shown:
+            return shown
+    return text
 
 
 def _num(q: Fraction) -> float:
@@ -153,11 +171,11 @@ def array_from_rate(
         ),
         "modules_needed": (
             f"modules = ceil({fmt(tflops)} TFLOPs/s ÷ {fmt(module_tops)} TOPS per module) "
-            f"= ceil({fmt(tflops / module_tops)}) = {modules}"
+            f"= ceil({fmt_ceil(tflops / module_tops)}) = {modules}"
         ),
         "nodes_needed": (
             f"nodes = ceil({modules} modules ÷ {fmt(modules_per_node)} modules per node) "
-            f"= ceil({fmt(Fraction(modules) / modules_per_node)}) = {nodes}"
+            f"= ceil({fmt_ceil(Fraction(modules) / modules_per_node)}) = {nodes}"
         ),
         "cpu_instructions_per_s": (
             f"CPU load = {r} req/s × {fmt(instructions_per_request)} instructions per request = {fmt(load)}/s"
@@ -312,7 +330,7 @@ def size_agents(inputs: AgentInputs) -> AgentPlan:
     explanations = {
         "cpu_cores_needed": (
             f"CPU cores = ceil({fmt(agents)} agents × {fmt(cores_per_agent)} cores per agent × "
-            f"{fmt(safety)} safety factor) = ceil({fmt(cores_exact)}) = {cores}"
+            f"{fmt(safety)} safety factor) = ceil({fmt_ceil(cores_exact)}) = {cores}"
         ),
         "inference_tokens_per_s": (
             f"inference tokens/s = {fmt(agents)} agents × {fmt(ips)} inferences/s × "
@@ -320,11 +338,11 @@ def size_agents(inputs: AgentInputs) -> AgentPlan:
         ),
         "accelerators_needed": (
             f"accelerators = ceil({fmt(tps)} tok/s ÷ {fmt(per_card)} tok/s per accelerator) "
-            f"= ceil({fmt(tps / per_card)}) = {cards}"
+            f"= ceil({fmt_ceil(tps / per_card)}) = {cards}"
         ),
         "accelerators_needed_batched": (
             f"with batching = ceil({fmt(tps)} tok/s ÷ ({fmt(per_card)} tok/s × {fmt(gain)} batching gain)) "
-            f"= ceil({fmt(tps / (per_card * gain))}) = {cards_batched}"
+            f"= ceil({fmt_ceil(tps / (per_card * gain))}) = {cards_batched}"
         ),
         "reference_configuration": ref.explanation,
     }

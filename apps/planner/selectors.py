@@ -13,7 +13,15 @@ from apps.inventory.models import Module, Node, Tier
 from apps.operations import capacity
 from apps.operations import selectors as operations_selectors
 from apps.planner.formulas import Number, exact, fmt
-from apps.planner.what_if import Demand, NodeCapacity, TierInstalled, WhatIfParams, WhatIfResult, plan_against_installed
+from apps.planner.what_if import (
+    AutoscalerView,
+    Demand,
+    NodeCapacity,
+    TierInstalled,
+    WhatIfParams,
+    WhatIfResult,
+    plan_against_installed,
+)
 
 # Modules that serve requests; quarantined and failed ones do not count as capacity.
 SERVING_MODULE_STATES = (ModuleState.HEALTHY, ModuleState.DEGRADED)
@@ -91,19 +99,21 @@ def demand_resolve(
 ) -> tuple[Demand, int | None]:
     """The demand to plan for: the caller's numbers, the rest from telemetry's observed traffic.
 
+    Its explanation is the one sentence the page prints for the demand: each figure once, with
+    where it came from.
     Raises ValidationError naming each missing number when telemetry has nothing to offer.
     """
     rate: Number | None = requests_per_s
     given: list[str] = []
     if concurrent_users is not None and request_interval_s is not None:
         rate = exact(concurrent_users) / exact(request_interval_s)
-        given.append(f"{fmt(concurrent_users)} users ÷ {fmt(request_interval_s)} s")
+        given.append(f"{fmt(concurrent_users)} users ÷ {fmt(request_interval_s)} s = {fmt(rate)} req/s")
     elif requests_per_s is not None:
         given.append(f"{fmt(requests_per_s)} req/s given")
     if input_tokens is not None:
-        given.append(f"{fmt(input_tokens)} input tokens given")
+        given.append(f"{fmt(input_tokens)} input tokens per request given")
     if output_tokens is not None:
-        given.append(f"{fmt(output_tokens)} output tokens given")
+        given.append(f"{fmt(output_tokens)} output tokens per request given")
     if rate is not None and input_tokens is not None and output_tokens is not None:
         return Demand(rate, input_tokens, output_tokens, "user", "; ".join(given)), None
 
@@ -148,7 +158,21 @@ def measured_loads() -> dict[str, capacity.TierLoad]:
             for tier in Tier.objects.filter(kind__in=(TierKind.ACCESS_LOGIC, TierKind.HYBRID_INFERENCE))}
 
 
+def autoscaler_views() -> dict[str, AutoscalerView]:
+    """Each array tier's latest autoscaler decision that saw a queue (skips saw none)."""
+    views = {}
+    for kind in (TierKind.ACCESS_LOGIC, TierKind.HYBRID_INFERENCE):
+        d = (operations_selectors.decision_list()
+             .filter(tier__kind=kind, queue_depth__isnull=False, raw_desired__isnull=False).first())
+        if d is not None and d.queue_depth is not None and d.raw_desired is not None:
+            views[str(kind)] = AutoscalerView(
+                current=d.current, queue_depth=d.queue_depth, target_per_node=d.target_queue_per_node,
+                raw=d.raw_desired, desired=d.desired, dry_run=d.dry_run, as_of=(d.until or d.time).isoformat())
+    return views
+
+
 def what_if(*, window_s: int, params: WhatIfParams, **numbers: Any) -> tuple[WhatIfResult, int | None]:
     demand, window = demand_resolve(window_s=window_s, **numbers)
     return plan_against_installed(demand, params, installed_capacity(), measured=measured_loads(),
-                                  capacity_params=operations_selectors.capacity_params()), window
+                                  capacity_params=operations_selectors.capacity_params(),
+                                  autoscaler=autoscaler_views()), window

@@ -4,7 +4,7 @@ Pure (no Django): ``apps.planner.selectors`` reads the inventory and telemetry
 into the dataclasses below.
 
 - access & logic tier (CPU): a node's usable capacity is cores × instructions/s
-  per core (scaled by clock ÷ 3 GHz, the clock DOMAIN's 1e9/s is quoted at) ×
+  per core (scaled by clock ÷ 3 GHz, the clock docs/domain.md quotes 1e9/s at) ×
   the usable fraction. Nodes needed = ceil(CPU load ÷ (1 − target headroom) ÷
   the tier's mean node capacity).
 - hybrid inference tier (modules): modules needed = ceil(model compute ÷ TOPS
@@ -27,6 +27,12 @@ the release utilisation (50 %): between the two thresholds nothing changes, so
 a release is not undone at the next rise. A growing queue is never answered
 with a release. The plan names the limit that binds: formula, utilisation,
 queue, minimum or maximum.
+
+Beside the plan, each array tier shows its autoscaler's latest decision and a
+sentence on why the two figures differ: the plan sizes for throughput (the
+work the traffic takes, at a target utilisation), the autoscaler for waiting
+work (queue depth ÷ its target queue per node, then its own limits); neither
+sees what the other measures, so they agree only by coincidence.
 """
 
 from __future__ import annotations
@@ -88,6 +94,20 @@ class WhatIfParams:
 
 
 @dataclass(frozen=True)
+class AutoscalerView:
+    """A tier autoscaler's latest decision (``apps.operations.autoscaler``): the queue it saw and the
+    active nodes it wants."""
+
+    current: int               # active nodes it counted
+    queue_depth: float         # requests waiting at the tier
+    target_per_node: float     # the queue per node it aims at
+    raw: int                   # its formula: ceil(current × queue per node ÷ target)
+    desired: int               # after its bounds, scale-down headroom, stabilisation, step and cooldown
+    dry_run: bool
+    as_of: str = ""            # ISO time of its latest evaluation
+
+
+@dataclass(frozen=True)
 class TierPlan:
     tier: str
     name: str
@@ -101,6 +121,7 @@ class TierPlan:
     modules_delta: int | None = None
     explanations: Mapping[str, str] = field(default_factory=dict)
     binding: str = "formula"  # the limit that sets the recommendation: formula, utilisation, queue, minimum, maximum
+    autoscaler: Mapping[str, object] | None = None  # its latest decision and why the two differ
 
 
 @dataclass(frozen=True)
@@ -118,19 +139,20 @@ def _node_cpu_per_s(node: NodeCapacity, p: WhatIfParams) -> Fraction:
 
 @dataclass(frozen=True)
 class Sizing:
-    """Active nodes a tier should have, and the limit that sets it."""
+    """Active nodes a tier should have, the limit that sets it, and what that limit sizes for in words."""
 
     nodes: int
     binding: str
     text: str
+    basis: str = ""
 
 
 def _measured_sizing(formula_nodes: int, active: int, load: capacity.TierLoad | None, factor: float,
-                     cp: capacity.Params) -> tuple[Sizing, dict[str, str], float | None]:
+                     cp: capacity.Params, formula_basis: str = "") -> tuple[Sizing, dict[str, str], float | None]:
     """The formula's nodes against the tier as measured (scaled by ``factor``, the demand planned
     for ÷ the demand observed): add at the target utilisation or a growing queue, release only
     down to the release utilisation. Returns the sizing, explanations and the measured utilisation."""
-    formula = Sizing(formula_nodes, "formula", f"the formula needs {formula_nodes}")
+    formula = Sizing(formula_nodes, "formula", f"the formula needs {formula_nodes}", formula_basis)
     if load is None:
         return formula, {}, None
     scaled = replace(
@@ -158,24 +180,61 @@ def _measured_sizing(formula_nodes: int, active: int, load: capacity.TierLoad | 
                 if add_parts and abs(factor - 1) > 1e-9 else "")}
     if not add_parts:
         return formula, notes, utilisation
+    busy = scaled.busy_nodes if load.kind == capacity.ACCESS_LOGIC else scaled.busy_modules
+    work = (f"the measured work ({fmt(busy or 0)} busy "
+            f"{'nodes' if load.kind == capacity.ACCESS_LOGIC else 'modules'})")
+    bases = {"utilisation": f"{work} at the {100 * cp.target_util:.0f} % target utilisation",
+             "queue": "a growing queue (arrivals above completions)"}
     add_key = max(add_parts, key=lambda k: (add_parts[k], k == "queue"))
     if max(formula_nodes, add_parts[add_key]) > active:  # more is needed than is active
         if add_parts[add_key] > formula_nodes:
-            return Sizing(add_parts[add_key], add_key, f"{add_key} needs {add_parts[add_key]}"), notes, utilisation
+            return Sizing(add_parts[add_key], add_key, f"{add_key} needs {add_parts[add_key]}",
+                          bases[add_key]), notes, utilisation
         return formula, notes, utilisation
     if "queue" in add_parts:  # a growing queue is never answered with a release
-        return Sizing(active, "queue", "the queue grows: keep every active node"), notes, utilisation
+        return Sizing(active, "queue", "the queue grows: keep every active node", bases["queue"]), notes, utilisation
     keep_key = max(keep_parts, key=lambda k: keep_parts[k])
     keep_nodes = keep_parts[keep_key]
     notes["release"] = (f"release only down to {keep_nodes}: {keep.explanation.split(': ', 1)[-1]} "
                         f"(release threshold {100 * cp.release_util:.0f} % utilisation)")
+    release = f"{100 * cp.release_util:.0f} %"
     if keep_nodes >= active:
         return Sizing(active, keep_key,
-                      f"{keep_key} keeps {active}: the tier runs above the {100 * cp.release_util:.0f} % "
-                      f"a release may take it to"), notes, utilisation
+                      f"{keep_key} keeps {active}: the tier runs above the {release} a release may take it to",
+                      f"{work} keeps the tier above the {release} utilisation a release may take it to"
+                      ), notes, utilisation
     if keep_nodes > formula_nodes:
-        return Sizing(keep_nodes, keep_key, f"{keep_key} needs {keep_nodes}"), notes, utilisation
+        return Sizing(keep_nodes, keep_key, f"{keep_key} needs {keep_nodes}",
+                      f"{work} at the {release} utilisation a release may take the tier to"), notes, utilisation
     return formula, notes, utilisation
+
+
+def _autoscaler_comparison(sizing: Sizing, binding: str, kept: int, view: AutoscalerView, *,
+                           observed: bool) -> dict[str, object]:
+    """The autoscaler's latest decision beside the plan's nodes needed (``sizing``; ``kept``: the
+    active nodes the plan keeps within the tier's bounds), with two sentences on why they differ.
+    ``observed``: the plan is for the observed demand (else for the caller's, which the queue is not)."""
+    basis = sizing.basis or sizing.text
+    if binding in ("minimum", "maximum"):
+        basis += f" (the tier {binding} keeps {kept} active)"
+    queue, target = exact(view.queue_depth), exact(view.target_per_node)
+    per_node = queue / view.current if view.current else None
+    if per_node is not None and ceil_exact(queue / target) != view.raw:  # within its tolerance: no change
+        formula = (f"{fmt(queue)} requests queued over {view.current} nodes is {fmt(per_node)} a node, within its "
+                   f"tolerance of its target of {fmt(target)} a node, so its formula keeps {view.raw}")
+    else:
+        formula = (f"{fmt(queue)} requests queued ÷ its target of {fmt(target)} a node = {view.raw} nodes"
+                   + (f" ({fmt(per_node)} a node over the {view.current} active now)" if per_node is not None else ""))
+    if view.desired != view.raw:
+        formula += f", and its bounds, stabilisation and step limits make that {view.desired}"
+    text = (f"The planner's {sizing.nodes} sizes the tier for throughput: {basis}. "
+            f"The autoscaler's {view.desired}{' (dry run)' if view.dry_run else ''} sizes it for the waiting work "
+            f"{'' if observed else 'of the traffic now, not the demand planned here'}".rstrip() + ": "
+            f"{formula}; neither reads what the other does, so they agree only when the queue per node "
+            f"follows the work per node.")
+    return {"current": view.current, "queue_depth": view.queue_depth, "target_per_node": view.target_per_node,
+            "raw": view.raw, "desired": view.desired, "dry_run": view.dry_run, "as_of": view.as_of,
+            "comparison": text}
 
 
 def _recommend(tier: TierInstalled, sizing: Sizing) -> tuple[int, str, str]:
@@ -222,10 +281,13 @@ def _mean(values: list[Fraction], fallback: Number) -> Fraction:
 
 def plan_against_installed(demand: Demand, params: WhatIfParams, installed: list[TierInstalled], *,
                            measured: Mapping[str, capacity.TierLoad] | None = None,
-                           capacity_params: capacity.Params | None = None) -> WhatIfResult:
+                           capacity_params: capacity.Params | None = None,
+                           autoscaler: Mapping[str, AutoscalerView] | None = None) -> WhatIfResult:
     """``measured``: each array tier's load now (``apps.operations.selectors.tier_load``); without it
-    the formulas alone size the tiers."""
+    the formulas alone size the tiers. ``autoscaler``: each array tier's latest autoscaler decision,
+    shown beside the plan with why the two differ."""
     measured = measured or {}
+    autoscaler = autoscaler or {}
     cp = capacity_params or capacity.Params()
     tiers = {t.kind: t for t in installed}
     access = tiers.get(ACCESS_LOGIC) or TierInstalled(ACCESS_LOGIC, "Access & logic", (), (), 0, 1000)
@@ -271,13 +333,18 @@ def plan_against_installed(demand: Demand, params: WhatIfParams, installed: list
     required_cpu = array.cpu_instructions_per_s / (1 - target)
     cpu_nodes = ceil_exact(required_cpu / node_cpu)
     access_load = measured.get(ACCESS_LOGIC)
-    cpu_sizing, cpu_notes, cpu_util = _measured_sizing(cpu_nodes, len(access.active), access_load,
-                                                       _factor(demand, access_load), cp)
+    cpu_sizing, cpu_notes, cpu_util = _measured_sizing(
+        cpu_nodes, len(access.active), access_load, _factor(demand, access_load), cp,
+        f"{fmt(array.cpu_instructions_per_s)} instructions/s of CPU work at {fmt(node_cpu)}/s a node")
     cpu_delta, cpu_action, cpu_binding = _recommend(access, cpu_sizing)
+    access_view = autoscaler.get(ACCESS_LOGIC)
     cpu_headroom = (1 - array.cpu_instructions_per_s / installed_cpu) if installed_cpu > 0 else None
     access_plan = TierPlan(
         tier=access.kind, name=access.name, active_nodes=len(access.active), standby_nodes=len(access.standby),
         nodes_needed=cpu_sizing.nodes, nodes_delta=cpu_delta, action=cpu_action, binding=cpu_binding,
+        autoscaler=None if access_view is None else _autoscaler_comparison(
+            cpu_sizing, cpu_binding, len(access.active) + cpu_delta, access_view,
+            observed=demand.source == "telemetry"),
         installed={"cpu_capacity_per_s": float(installed_cpu),
                    "cpu_headroom": None if cpu_headroom is None else float(cpu_headroom),
                    "measured_utilisation": cpu_util},
@@ -302,9 +369,12 @@ def plan_against_installed(demand: Demand, params: WhatIfParams, installed: list
     installed_tops = sum(active_tops, Fraction(0))
     modules_delta = array.modules_needed - modules_installed
     hybrid_load = measured.get(HYBRID_INFERENCE)
-    hyb_sizing, hyb_notes, hyb_util = _measured_sizing(array.nodes_needed, len(hybrid.active), hybrid_load,
-                                                       _factor(demand, hybrid_load), cp)
+    hyb_sizing, hyb_notes, hyb_util = _measured_sizing(
+        array.nodes_needed, len(hybrid.active), hybrid_load, _factor(demand, hybrid_load), cp,
+        f"{fmt(array.compute_tflops)} TFLOPs/s of model compute at {fmt(module_tops)} TOPS a module, "
+        f"{fmt(per_node)} modules a node")
     hyb_delta, hyb_action, hyb_binding = _recommend(hybrid, hyb_sizing)
+    hybrid_view = autoscaler.get(HYBRID_INFERENCE)
     modules_kept = array.modules_needed
     modules_text = (f"{array.modules_needed} needed − {modules_installed} installed on active nodes "
                     f"= {modules_delta:+d}")
@@ -318,6 +388,9 @@ def plan_against_installed(demand: Demand, params: WhatIfParams, installed: list
     hybrid_plan = TierPlan(
         tier=hybrid.kind, name=hybrid.name, active_nodes=len(hybrid.active), standby_nodes=len(hybrid.standby),
         nodes_needed=hyb_sizing.nodes, nodes_delta=hyb_delta, binding=hyb_binding,
+        autoscaler=None if hybrid_view is None else _autoscaler_comparison(
+            hyb_sizing, hyb_binding, len(hybrid.active) + hyb_delta, hybrid_view,
+            observed=demand.source == "telemetry"),
         action=f"modules: {module_word} {abs(modules_delta)}; nodes: {hyb_action}",
         modules_delta=modules_delta,
         installed={"modules": modules_installed, "tops": float(installed_tops),

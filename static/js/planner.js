@@ -181,20 +181,25 @@ async function whatIf(useMine) {
   }
   const d = result.data;
   status.textContent = "";
+  // The server's demand sentence names each figure once, with where it came from.
   document.getElementById("what-if-demand").textContent =
-    "Demand (" + d.demand.source + "): " + fmt(d.demand.requests_per_s) + " req/s, " +
-    fmt(d.demand.input_tokens_per_request) + " input and " + fmt(d.demand.output_tokens_per_request) +
-    " output tokens per request — " + d.demand.explanation + ". Plan: " + d.plan.modules_needed +
-    " modules on " + d.plan.nodes_needed + " nodes, " + fmt(d.plan.compute_tflops) + " TFLOPs/s.";
+    "Demand (" + d.demand.source + "): " + d.demand.explanation + ". Plan: " + plural(d.plan.modules_needed, "module") +
+    " on " + plural(d.plan.nodes_needed, "node") + ", " + fmt(d.plan.compute_tflops) + " TFLOPs/s.";
   tbody.innerHTML = d.tiers.map(function (t) {
     const needed = t.nodes_needed === null ? "—" :
       plural(t.nodes_needed, "node") + (t.needed.modules !== undefined ? ", " + plural(t.needed.modules, "module") : "");
     const change = (t.modules_delta !== null ? deltaText(t.modules_delta, "module") + "<br>" : "") +
       (t.nodes_needed === null ? "" : deltaText(t.nodes_delta, "node"));
     const why = Object.values(t.explanations || {}).map(esc).join("<br>");
+    const a = t.autoscaler;
+    const auto = a ? '<br><span class="muted" data-autoscaler>autoscaler: ' + esc(plural(a.desired, "node")) +
+      (a.raw !== a.desired ? " (its formula " + a.raw + ")" : "") + "</span>" : "";
+    // The server's two sentences on why the plan and the autoscaler differ, under the tier's figures.
+    const compare = a ? '<tr class="compare" data-compare="' + esc(t.tier) + '"><td></td><td colspan="4">' +
+      esc(a.comparison) + "</td></tr>" : "";
     return '<tr data-tier="' + esc(t.tier) + '"><td>' + esc(t.name) + "</td><td>" + t.active_nodes + " / " +
-      t.standby_nodes + "</td><td>" + esc(needed) + "</td><td>" + change + '<br><span class="muted">' +
-      esc(t.action) + '</span></td><td class="formula">' + why + "</td></tr>";
+      t.standby_nodes + "</td><td>" + esc(needed) + auto + "</td><td>" + change + '<br><span class="muted">' +
+      esc(t.action) + '</span></td><td class="formula">' + why + "</td></tr>" + compare;
   }).join("");
 }
 

@@ -38,7 +38,7 @@ def test_it_sizes_the_array_as_you_type(browser_page: Any, live_server: Any, dem
     page.fill("#array-form input[name=cpu_count]", "2")
     _wait_out(page, "#array-card", "cpu_capacity_per_s", "4e9")
     assert _out(page, "#array-card", "cpu_headroom") == "0.938 (93.8%)"  # three significant digits
-    assert page.inner_text("#array-card [data-explain=cpu_headroom]") == "CPU headroom = 1 − 2.5e8 ÷ 4e9 = 0.9375"
+    assert page.inner_text("#array-card [data-explain=cpu_headroom]") == "CPU headroom = 1 − 2.5e8 ÷ 4e9 = 0.938"
 
     # Twice the users: twice the modules; the formula shows the new numbers; the chart follows.
     page.fill("#array-form input[name=concurrent_users]", "2000")
@@ -77,7 +77,11 @@ def test_it_sizes_the_array_as_you_type(browser_page: Any, live_server: Any, dem
     # 7 nodes needed, 33 active, the demo tier keeps at least 10 active.
     assert "-23 nodes" in hybrid
     assert "release 23 nodes (drain first); minimum binds: the tier minimum keeps 10 active" in hybrid
-    assert "Demand (user): 1,000 req/s" in page.inner_text("#what-if-demand")
+    # The demand sentence, each figure once.
+    demand = page.inner_text("#what-if-demand")
+    assert demand.startswith("Demand (user): 2,000 users ÷ 2 s = 1,000 req/s; 500 input tokens per request given; "
+                             "100 output tokens per request given. Plan: "), demand
+    assert demand.count("1,000 req/s") == 1 and demand.count("500 input") == 1, demand
     screenshot(page, "planner")
 
 
@@ -107,9 +111,13 @@ def test_it_shows_errors_next_to_the_fields(browser_page: Any, live_server: Any,
 
 def test_it_plans_the_observed_busy_hour_without_a_release(browser_page: Any, live_server: Any,
                                                            demo_fleet: dict[str, Any]) -> None:
+    from apps.inventory.models import Tier
+    from apps.operations.scaling import autoscaler_run
     from tests.fleet_play import play_demo_hour
 
     play_demo_hour(15.0)
+    decisions = {tier.kind: autoscaler_run(tier=tier) for tier in Tier.objects.filter(
+        kind__in=("access_logic", "hybrid_inference"))}  # the demo's policies, in dry run
     page = browser_page
     login_by_cookie(page, live_server, BROWSER_USER, next_url="/planner/")
     page.click("#what-if-observed")
@@ -118,5 +126,17 @@ def test_it_plans_the_observed_busy_hour_without_a_release(browser_page: Any, li
         row = page.inner_text(f"#what-if-results tr[data-tier={kind}]")
         assert "release" not in row.split("binds")[0].split("nodes:")[-1], row
         assert "utilisation binds" in row or "queue binds" in row, row
+        # The autoscaler's figure beside the plan's, and under them why the two differ, in its numbers.
+        d = decisions[kind]
+        assert d is not None and d.raw_desired is not None
+        needed = page.inner_text(f"#what-if-results tr[data-tier={kind}] td:nth-child(3)")
+        plan_nodes = needed.split(" node")[0]
+        assert f"autoscaler: {d.desired} nodes" + (f" (its formula {d.raw_desired})"
+                                                   if d.raw_desired != d.desired else "") in needed, needed
+        compare = page.inner_text(f"#what-if-results tr[data-compare={kind}] td[colspan]")
+        assert compare.startswith(f"The planner's {plan_nodes} sizes the tier for throughput: "), compare
+        assert (f"The autoscaler's {d.desired} (dry run) sizes it for the waiting work: "
+                f"{d.queue_depth:.0f} requests queued ÷ its target of {d.target_queue_per_node:g} a node = "
+                f"{d.raw_desired} nodes") in compare, compare
     assert "Demand (telemetry)" in page.inner_text("#what-if-demand")
     screenshot(page, "planner-what-if-busy-hour")

@@ -51,7 +51,7 @@ def test_it_sizes_the_agent_worked_example(viewer_api: APIClient) -> None:
         "explanation": "10 agents fall in the 5–10 row: 16 cores, one high-end card, 64 GB",
     }
     assert body["explanations"]["accelerators_needed_batched"] == (
-        "with batching = ceil(10,000 tok/s ÷ (2,000 tok/s × 1.7 batching gain)) = ceil(2.9412) = 3")
+        "with batching = ceil(10,000 tok/s ÷ (2,000 tok/s × 1.7 batching gain)) = ceil(2.94) = 3")
 
 
 def test_it_compares_costs_at_the_given_prices(viewer_api: APIClient) -> None:

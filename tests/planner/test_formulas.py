@@ -2,15 +2,18 @@
 
 import math
 from dataclasses import FrozenInstanceError
+from fractions import Fraction
 
 import pytest
 
+from apps.common.templatetags.numbers import number_text
 from apps.planner.formulas import (
     AgentInputs,
     ArrayInputs,
     CostInputs,
     compare_cost,
     fmt,
+    fmt_ceil,
     reference_configuration,
     size_agents,
     size_array,
@@ -51,14 +54,14 @@ def test_it_explains_each_array_output_with_the_numbers_filled_in() -> None:
     assert e["cpu_instructions_per_s"] == "CPU load = 500 req/s × 500,000 instructions per request = 2.5e8/s"
     assert e["cpu_capacity_per_s"] == (
         "CPU capacity = 2 CPU × 8 cores × 1e9 instructions/s per core × 0.25 usable = 4e9/s")
-    assert e["cpu_headroom"] == "CPU headroom = 1 − 2.5e8 ÷ 4e9 = 0.9375"
+    assert e["cpu_headroom"] == "CPU headroom = 1 − 2.5e8 ÷ 4e9 = 0.938"
     assert set(e) == {"requests_per_s", "input_tokens_per_s", "output_tokens_per_s", "compute_tflops",
                       "modules_needed", "nodes_needed", "cpu_instructions_per_s", "cpu_capacity_per_s",
                       "cpu_headroom"}
 
 
 def test_it_sizes_one_8_core_cpu_at_2e9_usable() -> None:
-    # DOMAIN: "an 8-core 3 GHz CPU ≈ 2e9/s" usable: the defaults are one such CPU.
+    # docs/domain.md: "an 8-core 3 GHz CPU ≈ 2e9/s" usable: the defaults are one such CPU.
     plan = size_array(WORKED_ARRAY)
     assert plan.cpu_capacity_per_s == 2e9
     assert plan.cpu_headroom == 0.875
@@ -181,7 +184,19 @@ def test_it_keeps_results_immutable() -> None:
         plan.modules_needed = 1  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("value, text", [(250_000, "250,000"), (2.5e8, "2.5e8"), (4e9, "4e9"), (0.9375, "0.9375"),
-                                         (2.94117647, "2.9412"), (-11.5, "-11.5")])
-def test_it_writes_numbers_as_operators_do(value: float, text: str) -> None:
+@pytest.mark.parametrize("value, text", [(250_000, "250,000"), (2.5e8, "2.5e8"), (4e9, "4e9"), (0.9375, "0.938"),
+                                         (2.94117647, "2.94"), (-11.5, "-11.5"), (1216.2339, "1,216"),
+                                         (37.5172, "37.5"), (433.5432, "434")])
+def test_it_writes_numbers_as_every_page_prints_them(value: float, text: str) -> None:
+    # The |num rule (no decimals from 100, one from 10, two from 1, three significant digits below),
+    # scientific notation from 1e7 as the page's script writes it.
     assert fmt(value) == text
+    if "e" not in text:
+        assert fmt(value) == number_text(value)
+
+
+@pytest.mark.parametrize("value, text", [(Fraction(231, 25), "9.24"), (Fraction(10), "10"),
+                                         (Fraction(100_001, 10_000), "10.0001"), (Fraction(1096, 100), "10.96"),
+                                         (Fraction(100_004, 1_000), "100.004")])
+def test_a_ceiling_shows_a_fraction_never_as_a_whole_number(value: Fraction, text: str) -> None:
+    assert fmt_ceil(value) == text

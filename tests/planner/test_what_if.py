@@ -57,6 +57,9 @@ def test_it_plans_the_worked_example_against_a_small_fleet(viewer_api: APIClient
     assert r.status_code == 200, r.json()
     body = r.json()
     assert body["demand"]["source"] == "user"
+    # One sentence, each figure once: the page prints it as the demand.
+    assert body["demand"]["explanation"] == ("1,000 users ÷ 2 s = 500 req/s; 500 input tokens per request given; "
+                                             "100 output tokens per request given")
     assert body["plan"]["modules_needed"] == 10
     access = _tier(body, "access_logic")
     assert access["active_nodes"] == 2
@@ -216,6 +219,8 @@ def test_it_lets_the_caller_override_part_of_the_observed_traffic(viewer_api: AP
     body = r.json()
     assert body["demand"]["source"] == "telemetry+user"
     assert body["demand"]["output_tokens_per_request"] == 200
+    assert body["demand"]["explanation"] == ("observed over the last 900 s: 500 req/s, 500 input tokens per request; "
+                                             "200 output tokens per request given")
     assert body["plan"]["compute_tflops"] == pytest.approx(600)
     assert body["plan"]["modules_needed"] == 20
 

@@ -233,6 +233,17 @@ class WhatIfInputSerializer(serializers.Serializer):
         return attrs
 
 
+class AutoscalerViewSerializer(serializers.Serializer):
+    current = serializers.IntegerField(help_text="Active nodes the autoscaler counted")
+    queue_depth = serializers.FloatField(help_text="Requests waiting at the tier")
+    target_per_node = serializers.FloatField(help_text="The queue per node the autoscaler aims at")
+    raw = serializers.IntegerField(help_text="Its formula: ceil(current × queue per node ÷ target)")
+    desired = serializers.IntegerField(help_text="After its bounds, stabilisation, step limits and cooldown")
+    dry_run = serializers.BooleanField()
+    as_of = serializers.CharField(help_text="Its latest evaluation (ISO time)")
+    comparison = serializers.CharField(help_text="Why the plan's nodes and the autoscaler's differ, in words")
+
+
 class TierPlanSerializer(serializers.Serializer):
     tier = serializers.CharField()
     name = serializers.CharField()
@@ -248,6 +259,8 @@ class TierPlanSerializer(serializers.Serializer):
     installed = serializers.DictField(child=serializers.FloatField(allow_null=True))
     needed = serializers.DictField(child=serializers.FloatField(allow_null=True))
     explanations = serializers.DictField(child=serializers.CharField())
+    autoscaler = AutoscalerViewSerializer(
+        allow_null=True, help_text="The tier autoscaler's latest decision beside the plan (array tiers with one)")
 
 
 class DemandSerializer(serializers.Serializer):
