@@ -32,7 +32,7 @@ ADVICE: dict[str, list[Cause]] = {
     "ecc": [
         Cause("A memory DIMM is failing: corrected errors rise, then uncorrected ones follow and crash long-running "
               "services or corrupt state", "Node page: the module's ECC corrected and uncorrected counters over "
-              "the last minutes", "Drain the node, replace the DIMM; ECC memory only (DOMAIN: non-ECC memory "
+              "the last minutes", "Drain the node, replace the DIMM; ECC memory only (non-ECC memory "
               "crashes long-running services)", ("drain",)),
         Cause("The module overheats, which raises the error rate", "Node page: the module's temperature beside "
               "its ECC counters", "Check the node's cooling and fans"),
