@@ -35,6 +35,7 @@ ONCE_FLAKY = [
     "tests/browser/test_dashboard.py",
     "tests/browser/test_charts.py",
     "tests/telemetry/test_demo_tokens.py",
+    "tests/deploy/test_two_of_everything_live.py",
 ]
 
 
