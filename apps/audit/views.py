@@ -24,13 +24,11 @@ class AuditLogView(ViewerRequiredMixin, ListView):
     def get_queryset(self) -> QuerySet[AuditEvent]:
         # the page hides routine machine records unless asked (chatter=true); the API shows them all
         data = filter_data(self.request.GET)
-        self.filterset = AuditEventFilterSet(data, queryset=audit_event_list())
         asked = (data.get("action", "") + data.get("action_prefix", "")) if data is not None else ""
         self.chatter = data is not None and (data.get("chatter") in ("true", "True", "1")
                                              or any(asked.startswith(p) for p in CHATTER_ACTIONS))
-        if not self.chatter:
-            base = without_chatter(audit_event_list())
-            self.filterset = AuditEventFilterSet(data, queryset=base)
+        base = audit_event_list() if self.chatter else without_chatter(audit_event_list())
+        self.filterset = AuditEventFilterSet(data, queryset=base)
         if self.filterset.is_bound and not self.filterset.is_valid():
             return audit_event_list().none()
         return self.filterset.qs

@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import pytest
 
 
 class PromServer:
@@ -52,3 +55,14 @@ def in_flight_gauge(by_model: dict[str, int], *, name: str = "nv_inference_pendi
     lines += ["# HELP nv_inference_count Number of inferences performed", "# TYPE nv_inference_count counter"]
     lines += [f'nv_inference_count{{model="{model}",version="1"}} 1234' for model in by_model]
     return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def prom_server() -> Iterator[PromServer]:
+    """A local Prometheus text endpoint the test controls (tests/agent's conftest and any other
+    test module import this fixture)."""
+    server = PromServer()
+    try:
+        yield server
+    finally:
+        server.close()

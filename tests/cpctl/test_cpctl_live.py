@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -30,15 +29,6 @@ from tests.live.stack import LiveStack, wait_for
 pytestmark = pytest.mark.live
 
 GAUGE = "nv_inference_pending_request_count"
-
-
-@pytest.fixture
-def prom_server() -> Iterator[PromServer]:
-    server = PromServer()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def cpctl_env(tmp_path: Path) -> dict[str, str]:

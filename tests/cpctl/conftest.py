@@ -1,0 +1,3 @@
+from __future__ import annotations
+
+from tests.agent.promserver import prom_server  # noqa: F401 - the fixture, for the live test here
