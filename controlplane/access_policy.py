@@ -135,6 +135,10 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "api/v1/autoscaler-policies/<pk>/": DETAIL_OPERATOR,
     "api/v1/autoscaler-decisions/": READ,
     "api/v1/autoscaler-decisions/<pk>/": READ,
+    "api/v1/change-windows/": CRUD_ADMIN,
+    "api/v1/change-windows/<pk>/": DETAIL_ADMIN,
+    "api/v1/freezes/": CRUD_ADMIN,
+    "api/v1/freezes/<pk>/": DETAIL_ADMIN,
     # Inventory and version pins: admins write.
     "api/v1/racks/": CRUD_ADMIN,
     "api/v1/racks/<pk>/": DETAIL_ADMIN,
