@@ -13,6 +13,7 @@ from typing import Any
 from celery import current_app
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from apps.audit.choices import Source
 from apps.audit.services import actor_identity, actor_name, audit_record
@@ -22,7 +23,8 @@ from apps.inventory import scopes
 from apps.inventory.choices import CombinationState, NodeState
 from apps.inventory.models import ModuleType, Node, Rack, Tier, VersionCombination
 from apps.operations import selectors as op_selectors
-from apps.operations.choices import ACTIVE_DRAIN_STATES
+from apps.operations import windows
+from apps.operations.choices import ACTIVE_DRAIN_STATES, WindowActor
 from apps.operations.models import Drain
 from apps.rollouts import gates, planner, transitions
 from apps.rollouts.choices import (
@@ -197,6 +199,8 @@ def preview(spec: Spec) -> dict[str, Any]:
             n["to"] = target
     suite = spec.suite or default_suite(combination)
     dry = _dry_run(spec, scoped, suite)
+    canary = Node.objects.filter(pk__in=[n.node_id for n in waves[0].nodes] if waves else [])
+    window = windows.verdict(actor=WindowActor.ROLLOUTS, scope=windows.Scope.of_nodes(canary), at=timezone.now())
     return {
         "combination": combination.pk, "module_type": spec.module_type.pk, "target": target,
         "suite": suite.pk if suite else None,
@@ -209,6 +213,7 @@ def preview(spec: Spec) -> dict[str, Any]:
         "pinned": dry["downgrade"]["pinned"],
         "gates": dry,
         "failing": gates.failing(dry),
+        "window": window.as_dict(),
     }
 
 
@@ -342,7 +347,7 @@ def rollout_pause(*, rollout: Rollout, actor: Any, reason: str = "", source: str
     r = _lock(rollout)
     if r.state == RolloutState.PAUSED:
         return r
-    if r.state not in (RolloutState.PLANNED, RolloutState.CANARY, RolloutState.WAVES):
+    if r.state not in (RolloutState.PLANNED, RolloutState.WAITING, RolloutState.CANARY, RolloutState.WAVES):
         raise Conflict(f"rollout #{r.pk} is {r.state}; only a running rollout is paused", extra={"state": r.state})
     before = r.state
     transitions.pause(r, message=f"paused by {actor_name(actor)}" + (f": {reason}" if reason else ""))
@@ -367,7 +372,8 @@ def rollout_abort(*, rollout: Rollout, actor: Any, reason: str = "", source: str
     """Stop: nodes in progress finish their steps, the rest stay on their versions (the fleet is left
     mixed, and the nodes are listed)."""
     r = _lock(rollout)
-    if r.state not in (RolloutState.PLANNED, RolloutState.CANARY, RolloutState.WAVES, RolloutState.PAUSED):
+    if r.state not in (RolloutState.PLANNED, RolloutState.WAITING, RolloutState.CANARY, RolloutState.WAVES,
+                       RolloutState.PAUSED):
         raise Conflict(f"rollout #{r.pk} is {r.state}; only a running or paused rollout is aborted",
                        extra={"state": r.state})
     before = r.state
@@ -382,8 +388,8 @@ def rollout_rollback(*, rollout: Rollout, actor: Any, reason: str = "", source: 
     r = _lock(rollout)
     if r.state == RolloutState.ROLLING_BACK:
         return r
-    if r.state not in (RolloutState.PLANNED, RolloutState.CANARY, RolloutState.WAVES, RolloutState.PAUSED,
-                       RolloutState.ABORTED):
+    if r.state not in (RolloutState.PLANNED, RolloutState.WAITING, RolloutState.CANARY, RolloutState.WAVES,
+                       RolloutState.PAUSED, RolloutState.ABORTED):
         raise Conflict(f"rollout #{r.pk} is {r.state}; it cannot be rolled back", extra={"state": r.state})
     if r.state == RolloutState.ABORTED and Rollout.objects.filter(
             module_type=r.module_type, state__in=ACTIVE_ROLLOUT_STATES).exclude(pk=r.pk).exists():
