@@ -173,6 +173,21 @@ def verdict(*, actor: str, scope: Scope, at: dt.datetime) -> Verdict:
                        f"{', '.join(repr(n) for n in names)}: {when}")
 
 
+def held_nodes(*, actor: str, nodes: Iterable[Node], at: dt.datetime) -> dict[int, Verdict]:
+    """The nodes among ``nodes`` that ``actor`` may not act on at ``at``, each with its verdict (one
+    verdict per tier and rack)."""
+    verdicts: dict[tuple[int, int], Verdict] = {}
+    out: dict[int, Verdict] = {}
+    for node in nodes:
+        key = (node.tier_id, node.rack_id)
+        if key not in verdicts:
+            verdicts[key] = verdict(actor=actor, scope=Scope(tiers=frozenset({key[0]}), racks=frozenset({key[1]})),
+                                    at=at)
+        if not verdicts[key].allowed:
+            out[node.pk] = verdicts[key]
+    return out
+
+
 def freeze_now(*, scope: Scope, at: dt.datetime) -> Freeze | None:
     """The freeze covering ``scope`` at ``at`` (the one ending last), or None."""
     frozen = [f for f in Freeze.objects.filter(starts_at__lte=at, ends_at__gt=at).prefetch_related("tiers", "racks")

@@ -8,9 +8,10 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from apps.audit.models import AuditEvent
-from apps.operations import windows
+from apps.operations import lifecycle, windows
 from apps.operations.choices import WindowActor
 from apps.operations.models import ChangeWindow, Freeze
 from tests.operations.conftest import Fleet
@@ -184,3 +185,31 @@ def test_it_creates_a_freeze_and_refuses_one_that_ends_first(fleet: Fleet, admin
     empty = admin_api.post("/api/v1/freezes/", {**body, "reason": ""}, format="json")
     assert empty.status_code == 400 and "reason" in empty.json()["errors"]
     assert Freeze.objects.count() == 1
+
+
+# ---- an operator's own action during a freeze ------------------------------------------------------
+
+
+def test_an_operators_action_during_a_freeze_asks_for_a_reason_and_is_audited_as_such(
+        fleet: Fleet, operator_api: Any) -> None:
+    node = fleet.node("n-1", rack=0)
+    other = fleet.node("n-2", rack=1)
+    lifecycle.node_cordon(node=node, reason="fan", actor="ops")
+    lifecycle.node_cordon(node=other, reason="fan", actor="ops")
+    now = timezone.now()
+    _freeze(now - dt.timedelta(minutes=1), now + dt.timedelta(hours=1), reason="launch day", racks=[fleet.racks[0]])
+
+    refused = operator_api.post(f"/api/v1/nodes/{node.pk}/uncordon/", {}, format="json")
+    assert refused.status_code == 400, refused.content
+    assert "launch day" in refused.json()["errors"]["reason"][0]
+    node.refresh_from_db()
+    assert node.state == "cordoned"  # nothing half-written
+
+    done = operator_api.post(f"/api/v1/nodes/{node.pk}/uncordon/", {"reason": "the fan is fixed"}, format="json")
+    assert done.status_code == 200, done.content
+    event = AuditEvent.objects.filter(action="node.uncordon", target_id=str(node.pk)).get()
+    assert event.changes["during_freeze"]["reason"] == "launch day" and event.reason == "the fan is fixed"
+
+    # a node the freeze does not cover: no reason needed, nothing said of a freeze
+    assert operator_api.post(f"/api/v1/nodes/{other.pk}/uncordon/", {}, format="json").status_code == 200
+    assert "during_freeze" not in AuditEvent.objects.get(action="node.uncordon", target_id=str(other.pk)).changes

@@ -111,7 +111,7 @@ class AutoscalerDecisionSerializer(serializers.ModelSerializer[AutoscalerDecisio
         model = AutoscalerDecision
         fields = ["id", "tier", "tier_kind", "time", "current", "queue_depth", "target_queue_per_node",
                   "raw_desired", "recommendation", "desired", "action", "dry_run", "explanation", "inputs",
-                  "scale_request", "evaluations", "until"]
+                  "scale_request", "evaluations", "until", "window"]
         read_only_fields = fields
 
 
