@@ -93,6 +93,7 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "audit/": PAGE,
     "planner/": PAGE,
     "operations/": PAGE,
+    "windows/": PAGE,
     "versions/": PAGE,
     "health/": PAGE,
     "health/findings/<int:pk>/acknowledge/": {"POST": PEOPLE_OPERATORS},  # the page's forms

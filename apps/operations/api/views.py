@@ -352,6 +352,12 @@ class NodeGrayView(APIView):
                                                              "state": node.state, "gray": node.gray}})
 
 
+def _delete_reason(request: Request) -> str:
+    """A delete's optional reason (the body's ``reason``), kept in its audit record."""
+    data = request.data if isinstance(request.data, dict) else {}
+    return str(data.get("reason", ""))[:1000]
+
+
 class ChangeWindowViewSet(viewsets.ModelViewSet):
     """Change windows: viewers read; admins write (each write audited)."""
 
@@ -375,7 +381,7 @@ class ChangeWindowViewSet(viewsets.ModelViewSet):
                                                   reason=reason)
 
     def perform_destroy(self, instance: ChangeWindow) -> None:
-        windows.window_delete(window=instance, actor=self.request.user)
+        windows.window_delete(window=instance, actor=self.request.user, reason=_delete_reason(self.request))
 
 
 class FreezeViewSet(viewsets.ModelViewSet):
@@ -400,4 +406,4 @@ class FreezeViewSet(viewsets.ModelViewSet):
         serializer.instance = windows.freeze_save(freeze=freeze, actor=self.request.user, tiers=tiers, racks=racks)
 
     def perform_destroy(self, instance: Freeze) -> None:
-        windows.freeze_delete(freeze=instance, actor=self.request.user)
+        windows.freeze_delete(freeze=instance, actor=self.request.user, reason=_delete_reason(self.request))
