@@ -306,8 +306,10 @@ def rollout_create(*, spec: Spec, actor: Any, source: str = Source.API) -> Rollo
                                 serving=node.state == NodeState.ACTIVE,
                                 modules=[v["serial"] for v in scoped.versions.get(node.pk, [])]))
     RolloutNode.objects.bulk_create(rows)
+    frozen = _during_freeze([n.node_id for w in waves for n in w.nodes], reason=spec.reason,
+                            what="the rollout's nodes")
     audit_record(actor=actor, action="rollout.create", target=rollout, source=source, reason=spec.reason,
-                 changes={"combination": [None, str(combination)], "waves": [None, len(waves)],
+                 changes={**frozen, "combination": [None, str(combination)], "waves": [None, len(waves)],
                           "nodes": [None, sum(len(w.nodes) for w in waves)],
                           "skipped": [None, len(scoped.skipped)],
                           **({"overrides": [None, [f"{o['gate']}: {o['detail']}" for o in overrides]]}
@@ -327,13 +329,28 @@ def enqueue(rollout_id: int) -> None:
         logger.warning("could not queue rollout #%s (%s); the sweep will advance it", rollout_id, exc)
 
 
+def _during_freeze(node_ids: Sequence[int], *, reason: str, what: str) -> dict[str, Any]:
+    """An operator's own rollout action while a freeze covers its nodes: it needs a reason (400 naming
+    ``reason`` otherwise) and its audit record says it was done during the freeze."""
+    nodes = Node.objects.filter(pk__in=list(node_ids)).only("id", "tier_id", "rack_id")
+    freeze = windows.freeze_now(scope=windows.Scope.of_nodes(nodes), at=timezone.now())
+    if freeze is None:
+        return {}
+    if not reason.strip():
+        raise ValidationError({"reason": f"a freeze covers {what} until {freeze.ends_at:%Y-%m-%d %H:%M} UTC "
+                                         f"({freeze.reason}): say why you act during it"})
+    return {"during_freeze": {"freeze": freeze.pk, "reason": freeze.reason, "ends_at": freeze.ends_at.isoformat()}}
+
+
 def _lock(rollout: Rollout) -> Rollout:
     return Rollout.objects.select_for_update().select_related("combination", "module_type").get(pk=rollout.pk)
 
 
 def _control(rollout: Rollout, action: str, before: str, *, actor: Any, reason: str, source: str) -> None:
+    frozen = _during_freeze(list(rollout.nodes.values_list("node_id", flat=True)), reason=reason,
+                            what=f"rollout #{rollout.pk}'s nodes")
     audit_record(actor=actor, action=f"rollout.{action}", target=rollout, source=source, reason=reason,
-                 changes={"state": [before, rollout.state]})
+                 changes={"state": [before, rollout.state], **frozen})
     publish("rollout.state", {"id": rollout.pk, "state": rollout.state, "wave": rollout.current_wave,
                               "waiting_for": rollout.waiting_for, "message": rollout.message, "control": action},
             groups=[FLEET_GROUP])

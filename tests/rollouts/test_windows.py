@@ -8,6 +8,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -132,3 +133,18 @@ def test_the_preview_names_the_window_that_governs_the_canary(rfleet: RolloutFle
     assert window["allowed"] is False and window["governing"] == ["nights"]
     assert dt.datetime.fromisoformat(window["until"]) == opens
     assert "outside change window 'nights'" in window["why"]
+
+
+def test_an_operators_rollout_control_during_a_freeze_needs_a_reason_and_is_audited_as_such(
+        rfleet: RolloutFleet) -> None:
+    rollout = _create(rfleet)
+    now = timezone.now()
+    Freeze.objects.create(reason="year-end close", starts_at=now - dt.timedelta(minutes=1),
+                          ends_at=now + dt.timedelta(hours=1))
+    with pytest.raises(ValidationError) as refused:
+        services.rollout_pause(rollout=rollout, actor="ops")
+    assert "year-end close" in str(refused.value.message_dict["reason"])
+    assert Rollout.objects.get(pk=rollout.pk).state == RolloutState.PLANNED  # nothing written
+    services.rollout_pause(rollout=rollout, actor="ops", reason="hold it over the close")
+    event = AuditEvent.objects.get(action="rollout.pause", target_id=str(rollout.pk))
+    assert event.changes["during_freeze"]["reason"] == "year-end close"
