@@ -114,6 +114,53 @@ def _local_instant(day: dt.date, hour: int, minute: int, zone: ZoneInfo) -> dt.d
     return dt.datetime(day.year, day.month, day.day, hour, minute, tzinfo=zone, fold=0).astimezone(dt.UTC)
 
 
+def _skipped(at: dt.datetime, wall: dt.datetime, zone: ZoneInfo) -> bool:
+    """Whether the local wall time ``wall`` does not exist (the clocks jumped over it)."""
+    return at.astimezone(zone).replace(tzinfo=None) != wall
+
+
+def _first(cron: Cron, zone: ZoneInfo, day: dt.date, *, after: dt.datetime | None = None,
+           before: dt.datetime | None = None) -> dt.datetime | None:
+    """The day's first firing at or after ``after``, or (with ``before``) its last strictly before it.
+
+    The wall times are walked in order (backwards for ``before``) and the first existing one that fits
+    ends the walk; a skipped wall time fires after the jump, later than the wall order says, so it is
+    kept aside and compared at the end. Hours wholly outside the bound are passed over without
+    converting a time."""
+    backwards = before is not None
+    bound = (before if backwards else after)
+    assert bound is not None
+    wall_bound = bound.astimezone(zone).replace(tzinfo=None)
+    hours = reversed(cron.hours) if backwards else cron.hours
+    midnight = dt.datetime(day.year, day.month, day.day, tzinfo=zone)
+    # No jump on this day: wall order is time order, so the wall clock alone says what fits.
+    steady = midnight.utcoffset() == (midnight + dt.timedelta(days=1)).utcoffset()
+    slack = dt.timedelta(0) if steady else dt.timedelta(hours=2)
+    aside: list[dt.datetime] = []
+    for hour in hours:
+        first = dt.datetime(day.year, day.month, day.day, hour, 0)
+        if not backwards and first + dt.timedelta(minutes=59) < wall_bound - slack:
+            continue
+        if backwards and first > wall_bound + slack:
+            continue
+        for minute in (reversed(cron.minutes) if backwards else cron.minutes):
+            wall = first.replace(minute=minute)
+            if steady and ((wall > wall_bound) if backwards else (wall < wall_bound.replace(second=0, microsecond=0))):
+                continue
+            at = _local_instant(day, hour, minute, zone)
+            fits = at < bound if backwards else at >= bound
+            if not fits:
+                continue
+            if _skipped(at, wall, zone):
+                aside.append(at)
+                continue
+            aside.append(at)
+            return max(aside) if backwards else min(aside)
+    if not aside:
+        return None
+    return max(aside) if backwards else min(aside)
+
+
 def next_fire(cron: Cron, zone: ZoneInfo, after: dt.datetime) -> dt.datetime | None:
     """The first firing at or after ``after`` (an aware instant), as an aware UTC instant; None when it
     never fires within the search horizon (e.g. 31 February)."""
@@ -121,12 +168,23 @@ def next_fire(cron: Cron, zone: ZoneInfo, after: dt.datetime) -> dt.datetime | N
     day = (start.astimezone(zone) - dt.timedelta(days=1)).date()  # a day early: a skipped hour may map later
     for _ in range(SEARCH_DAYS + 2):
         if cron.day_matches(day):
-            # The earliest of the day's firings: a skipped hour's firing lands after the next hour's.
-            fires = [at for hour in cron.hours for minute in cron.minutes
-                     if (at := _local_instant(day, hour, minute, zone)) >= start]
-            if fires:
-                return min(fires)
+            at = _first(cron, zone, day, after=start)
+            if at is not None:
+                return at
         day += dt.timedelta(days=1)
+    return None
+
+
+def prev_fire(cron: Cron, zone: ZoneInfo, before: dt.datetime) -> dt.datetime | None:
+    """The last firing strictly before ``before``, as an aware UTC instant; None within the horizon."""
+    end = before.astimezone(dt.UTC)
+    day = (end.astimezone(zone) + dt.timedelta(days=1)).date()
+    for _ in range(SEARCH_DAYS + 2):
+        if cron.day_matches(day):
+            at = _first(cron, zone, day, before=end)
+            if at is not None:
+                return at
+        day -= dt.timedelta(days=1)
     return None
 
 

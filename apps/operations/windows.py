@@ -73,25 +73,34 @@ def next_opening(window: ChangeWindow, after: dt.datetime) -> dt.datetime | None
 
 
 def open_at(window: ChangeWindow, at: dt.datetime) -> tuple[dt.datetime, dt.datetime] | None:
-    """(opened, closes) when ``window`` is open at ``at``; None when it is closed."""
+    """(opened, closes) of the window's latest opening at or before ``at`` when it is still open then;
+    None when the window is closed."""
     length = dt.timedelta(minutes=window.duration_minutes)
-    opened = next_opening(window, at - length + dt.timedelta(microseconds=1))
-    if opened is None or opened > at:
+    opened = cron.prev_fire(cron.parse(window.cron), cron.zone(window.time_zone), at + dt.timedelta(microseconds=1))
+    if opened is None or opened + length <= at:
         return None
     return opened, opened + length
 
 
 def openings(window: ChangeWindow, start: dt.datetime, end: dt.datetime) -> list[tuple[dt.datetime, dt.datetime]]:
-    """Every (opens, closes) that overlaps [start, end), in order (the calendar)."""
+    """Every (opens, closes) that overlaps [start, end), in order, overlapping openings merged into one
+    (a window firing every 5 minutes for 10 is open throughout: one span, not hundreds) (the calendar)."""
+    expr, zone = cron.parse(window.cron), cron.zone(window.time_zone)
     length = dt.timedelta(minutes=window.duration_minutes)
     out: list[tuple[dt.datetime, dt.datetime]] = []
     at = start - length + dt.timedelta(microseconds=1)
     while len(out) < 2000:
-        opened = next_opening(window, at)
+        opened = cron.next_fire(expr, zone, at)
         if opened is None or opened >= end:
             break
-        out.append((opened, opened + length))
-        at = opened + dt.timedelta(minutes=1)
+        closes, last = opened + length, opened
+        while closes < end:  # the latest opening before this one closes keeps it open longer
+            later = cron.prev_fire(expr, zone, closes)
+            if later is None or later <= last:
+                break
+            last, closes = later, later + length
+        out.append((opened, closes))
+        at = closes
     return out
 
 

@@ -73,3 +73,20 @@ def test_day_of_month_or_day_of_week_when_both_are_restricted() -> None:
 
 def test_a_date_that_never_comes_never_fires() -> None:
     assert _next("0 0 31 2 *", "UTC", dt.datetime(2026, 1, 1, tzinfo=UTC)) is None
+
+
+def test_the_last_firing_before_an_instant() -> None:
+    at = dt.datetime(2026, 12, 7, 8, 0, tzinfo=UTC)
+    expr, zone = cron.parse("0 9 * * mon-fri"), cron.zone("Europe/Berlin")
+    assert cron.prev_fire(expr, zone, at) == dt.datetime(2026, 12, 4, 8, 0, tzinfo=UTC)  # Friday, not Monday itself
+    assert cron.prev_fire(expr, zone, at + dt.timedelta(seconds=1)) == at
+    # across the spring-forward gap: 02:30 New York on 8 March 2026 fired at 03:30 EDT
+    assert cron.prev_fire(cron.parse("30 2 * * *"), cron.zone("America/New_York"),
+                          dt.datetime(2026, 3, 8, 8, 0, tzinfo=UTC)) == dt.datetime(2026, 3, 8, 7, 30, tzinfo=UTC)
+
+
+def test_a_skipped_time_fires_after_an_earlier_existing_one_of_the_same_day() -> None:
+    # 02:30 is skipped (fires 03:30 EDT = 07:30 UTC); 03:00 EDT (07:00 UTC) exists and comes first
+    ny = cron.zone("America/New_York")
+    assert cron.next_fire(cron.parse("0,30 2,3 * * *"), ny, dt.datetime(2026, 3, 8, 6, 1, tzinfo=UTC)) == dt.datetime(
+        2026, 3, 8, 7, 0, tzinfo=UTC)

@@ -117,6 +117,17 @@ def test_the_calendar_lists_openings_and_freezes_in_order(fleet: Fleet) -> None:
     assert [(s.kind, s.starts.day) for s in spans] == [("window", 5), ("window", 6), ("freeze", 7), ("window", 7)]
 
 
+def test_overlapping_openings_are_one_span_on_the_calendar() -> None:
+    every_five = ChangeWindow(name="rolling", cron="*/5 * * * *", duration_minutes=10, time_zone="UTC")
+    day = SAT.replace(hour=0)
+    assert windows.openings(every_five, day, day + dt.timedelta(days=1)) == [
+        (day - dt.timedelta(minutes=5), day + dt.timedelta(days=1))]
+    late = ChangeWindow(name="late nights", cron="0 22 * * *", duration_minutes=240, time_zone="UTC")
+    spans = windows.openings(late, day, day + dt.timedelta(days=3))
+    assert spans[0] == (day - dt.timedelta(hours=2), day + dt.timedelta(hours=2))  # Friday's runs into Saturday
+    assert len(spans) == 4
+
+
 # ---- the API ----------------------------------------------------------------------------------
 
 
