@@ -20,7 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
 
 from apps.audit.choices import Source
 from apps.audit.services import actor_name, audit_record, diff, snapshot
@@ -264,7 +265,11 @@ def window_save(*, window: ChangeWindow, actor: Any, tiers: list[Tier] | None = 
     if created:
         window.created_by_name = actor_name(actor)
     window.full_clean()
-    window.save()
+    try:
+        with transaction.atomic():  # a concurrent twin that took the name between the check and here
+            window.save()
+    except IntegrityError as exc:
+        raise ValidationError({"name": f"a window named {window.name!r} already exists"}) from exc
     _scope_set(window, tiers, racks)
     audit_record(actor=actor, action="change_window.create" if created else "change_window.update", target=window,
                  source=source, reason=reason, changes=diff(before, _scope_snapshot(window)))

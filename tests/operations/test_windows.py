@@ -8,6 +8,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
@@ -224,3 +225,15 @@ def test_an_operators_action_during_a_freeze_asks_for_a_reason_and_is_audited_as
     # a node the freeze does not cover: no reason needed, nothing said of a freeze
     assert operator_api.post(f"/api/v1/nodes/{other.pk}/uncordon/", {}, format="json").status_code == 200
     assert "during_freeze" not in AuditEvent.objects.get(action="node.uncordon", target_id=str(other.pk)).changes
+
+
+def test_a_second_window_of_the_same_name_is_a_400_naming_it(fleet: Fleet, admin_api: Any) -> None:
+    assert admin_api.post(URL, _body(), format="json").status_code == 201
+    again = admin_api.post(URL, _body(), format="json")
+    assert again.status_code == 400 and "name" in again.json()["errors"]
+    # a concurrent twin that passed the check before the first was stored: the constraint answers
+    twin = ChangeWindow(name="weeknights", cron="0 1 * * *", duration_minutes=5, actors=["rollouts"])
+    twin.full_clean = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    with pytest.raises(ValidationError, match="a window named 'weeknights' already exists"):
+        windows.window_save(window=twin, actor="admin")
+    assert ChangeWindow.objects.count() == 1
