@@ -93,6 +93,7 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "audit/": PAGE,
     "planner/": PAGE,
     "operations/": PAGE,
+    "windows/": PAGE,
     "versions/": PAGE,
     "health/": PAGE,
     "health/findings/<int:pk>/acknowledge/": {"POST": PEOPLE_OPERATORS},  # the page's forms
@@ -135,6 +136,10 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "api/v1/autoscaler-policies/<pk>/": DETAIL_OPERATOR,
     "api/v1/autoscaler-decisions/": READ,
     "api/v1/autoscaler-decisions/<pk>/": READ,
+    "api/v1/change-windows/": CRUD_ADMIN,
+    "api/v1/change-windows/<pk>/": DETAIL_ADMIN,
+    "api/v1/freezes/": CRUD_ADMIN,
+    "api/v1/freezes/<pk>/": DETAIL_ADMIN,
     # Inventory and version pins: admins write.
     "api/v1/racks/": CRUD_ADMIN,
     "api/v1/racks/<pk>/": DETAIL_ADMIN,

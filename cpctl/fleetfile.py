@@ -1,11 +1,17 @@
-"""``cpctl apply -f fleet.yaml`` and ``cpctl diff -f fleet.yaml``: tiers' active-node bounds and
-each module type's pinned versions, declared in a file and brought about idempotently (only what
-differs is sent; a second apply changes nothing)::
+"""``cpctl apply -f fleet.yaml`` and ``cpctl diff -f fleet.yaml``: tiers' active-node bounds,
+each module type's pinned versions and change windows (by name), declared in a file and brought
+about idempotently (only what differs is sent; a second apply changes nothing)::
 
     tiers:
       hybrid_inference: {min_active_nodes: 12, max_active_nodes: 42}
     pins:
       AX-40: {driver: 2.4.0, framework: axon-runtime 1.19.0}
+    windows:
+      weeknights: {cron: "0 22 * * mon-fri", duration_minutes: 240, time_zone: Europe/Berlin,
+                   actors: [rollouts, scale_down], tiers: [hybrid_inference], racks: [rack-1]}
+
+Windows the file does not name are left as they are. The server checks a window's cron expression
+and time zone (a refusal names the field).
 
 A file that fails validation, in its shape or in what it names on the server, is refused whole
 before anything is written, naming the path in the file (``tiers.hybrid: no tier of this kind``).
@@ -25,6 +31,8 @@ from cpctl.errors import Refused, UsageError
 
 TIER_FIELDS = ("min_active_nodes", "max_active_nodes")
 PIN_FIELDS = ("driver", "framework")
+WINDOW_FIELDS = ("cron", "duration_minutes", "time_zone", "actors", "tiers", "racks")
+TOP = ("tiers", "pins", "windows")
 
 
 class FileInvalid(UsageError):
@@ -60,8 +68,8 @@ def read(path: Path) -> dict[str, Any]:
 
 def validate(data: Any) -> list[str]:
     if not isinstance(data, dict):
-        return ["(top): must be a mapping with tiers and/or pins"]
-    problems = [f"{k}: unknown key (expected tiers, pins)" for k in data if k not in ("tiers", "pins")]
+        return ["(top): must be a mapping with tiers, pins and/or windows"]
+    problems = [f"{k}: unknown key (expected {', '.join(TOP)})" for k in data if k not in TOP]
     tiers = data.get("tiers") or {}
     if not isinstance(tiers, dict):
         problems.append("tiers: must be a mapping of tier kind to its bounds")
@@ -99,7 +107,71 @@ def validate(data: Any) -> list[str]:
         framework = str(spec.get("framework") or "")
         if framework and len(framework.split()) < 2:
             problems.append(f"{where}.framework: name and version, e.g. 'axon-runtime 1.19.0' (got {framework!r})")
+    return problems + _validate_windows(data.get("windows") or {})
+
+
+def _validate_windows(windows: Any) -> list[str]:
+    if not isinstance(windows, dict):
+        return ["windows: must be a mapping of window name to its cron, duration_minutes and actors"]
+    problems: list[str] = []
+    for name, spec in windows.items():
+        where = f"windows.{name}"
+        if not isinstance(spec, dict):
+            problems.append(f"{where}: must be a mapping with cron, duration_minutes and actors")
+            continue
+        problems += [f"{where}.{k}: unknown key (expected {', '.join(WINDOW_FIELDS)})" for k in spec
+                     if k not in WINDOW_FIELDS]
+        if not isinstance(spec.get("cron"), str) or not spec["cron"].strip():
+            problems.append(f"{where}.cron: missing (five fields, e.g. '0 22 * * mon-fri')")
+        minutes = spec.get("duration_minutes")
+        if isinstance(minutes, bool) or not isinstance(minutes, int) or minutes < 1:
+            problems.append(f"{where}.duration_minutes: must be a whole number of minutes, 1 or more (got {minutes!r})")
+        if "time_zone" in spec and (not isinstance(spec["time_zone"], str) or not spec["time_zone"].strip()):
+            problems.append(f"{where}.time_zone: an IANA name such as Europe/Berlin (got {spec['time_zone']!r})")
+        for key in ("actors", "tiers", "racks"):
+            value = spec.get(key, [] if key != "actors" else None)
+            if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+                problems.append(f"{where}.{key}: must be a list of names (got {value!r})")
+            elif key == "actors" and not value:
+                problems.append(f"{where}.actors: name at least one (rollouts, scale_down, health_actions, "
+                                "vector_runs)")
     return problems
+
+
+def _plan_windows(client: Client, windows: dict[str, Any], tiers: dict[str, Any], *, reason: str,
+                  problems: list[str]) -> list[Change]:
+    """The windows to create or change: each named in the file, compared field by field."""
+    if not windows:
+        return []
+    existing = {w["name"]: w for w in client.list("/api/v1/change-windows/")}
+    racks = ({r["name"]: r for r in client.list("/api/v1/racks/")}
+             if any(spec.get("racks") for spec in windows.values()) else {})
+    changes: list[Change] = []
+    for name, spec in windows.items():
+        where = f"windows.{name}"
+        unknown = [f"tier {t}" for t in spec.get("tiers", []) if t not in tiers] + [
+            f"rack {r}" for r in spec.get("racks", []) if r not in racks]
+        if unknown:
+            problems.append(f"{where}: no {', no '.join(unknown)} on the server")
+            continue
+        body: dict[str, Any] = {
+            "cron": spec["cron"].strip(), "duration_minutes": spec["duration_minutes"],
+            "time_zone": str(spec.get("time_zone", "UTC")).strip(), "actors": sorted(spec["actors"]),
+            "tiers": sorted(tiers[t]["id"] for t in spec.get("tiers", [])),
+            "racks": sorted(racks[r]["id"] for r in spec.get("racks", []))}
+        now = existing.get(name)
+        if now is None:
+            changes.append(Change(where, "absent", f"{body['cron']} for {body['duration_minutes']} min "
+                                                   f"({body['time_zone']}): {', '.join(body['actors'])}",
+                                  ("POST", "/api/v1/change-windows/", {"name": name, **body, "reason": reason})))
+            continue
+        current = {k: sorted(now[k]) if isinstance(now[k], list) else now[k] for k in body}
+        differs = {k: v for k, v in body.items() if current[k] != v}
+        if differs:
+            changes.append(Change(where, ", ".join(f"{k} {current[k]}" for k in differs),
+                                  ", ".join(f"{k} {v}" for k, v in differs.items()),
+                                  ("PATCH", f"/api/v1/change-windows/{now['id']}/", {**differs, "reason": reason})))
+    return changes
 
 
 def plan(client: Client, data: dict[str, Any], *, reason: str) -> list[Change]:
@@ -144,6 +216,7 @@ def plan(client: Client, data: dict[str, Any], *, reason: str) -> list[Change]:
         changes.append(Change(where, before, f"{driver} + {fw_name} {fw_version} ({combo['state']} now)",
                               ("POST", f"/api/v1/version-combinations/{combo['id']}/set-state/",
                                {"state": "pinned", "reason": reason})))
+    changes += _plan_windows(client, data.get("windows") or {}, tiers, reason=reason, problems=problems)
     if problems:
         raise FileInvalid("the file names what the server does not have, nothing was written:\n"
                           + "\n".join(f"  {p}" for p in problems))

@@ -4,7 +4,12 @@ with owner ``health`` (so its capacity guard applies), never over another owner'
 hold (the finding records that health would have acted), at most
 ``max_unavailable`` of a tier held by health at once, a rate limit per tier and
 hour, and a circuit breaker: when too much of a tier fails the same check, no
-action on that tier and one fleet finding naming the most recent change."""
+action on that tier and one fleet finding naming the most recent change.
+
+Change windows and freezes (``apps.operations.windows``, actor ``health_actions``): outside the
+windows that govern the subject's node, or during a freeze covering it, health only observes (the
+finding stays open and notifies; its action says what it would do and until when). A critical
+finding keeps its exception: it acts, and its note and the hold's audit record say so."""
 
 from __future__ import annotations
 
@@ -26,9 +31,9 @@ from apps.health.evaluation import Evaluation, Limits, Subject
 from apps.health.inputs import Outcome
 from apps.health.models import Finding
 from apps.inventory.models import Module, Node, Tier
-from apps.operations import lifecycle
+from apps.operations import lifecycle, windows
 from apps.operations import selectors as operations
-from apps.operations.choices import Owner
+from apps.operations.choices import Owner, WindowActor
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +115,7 @@ def act(*, configs: dict[str, selectors.CheckConfig], lim: Limits, now: dt.datet
     acting = _acting_checks(configs)
     candidates = [f for f in Finding.objects.filter(
         check_name__in=acting, state__in=ACTIVE_FINDING_STATES, status=Status.FAIL,
-        subject_kind__in=(SubjectKind.NODE, SubjectKind.MODULE)).select_related("node", "module")
+        subject_kind__in=(SubjectKind.NODE, SubjectKind.MODULE)).select_related("node", "module", "module__node")
         if f.action.get("result") in (None, "held_back")]
     if not candidates:
         return done
@@ -150,8 +155,20 @@ def act(*, configs: dict[str, selectors.CheckConfig], lim: Limits, now: dt.datet
             _note(f, "held_back", f"rate limit: {holds['started'][tier_id]} holds started on this tier in the last "
                                   f"hour (at most {per_hour}): would {what}", now)
             continue
-        reason = f"health finding #{f.pk} ({f.check_name}): {f.summary}"[:1000]
         critical = f.severity == Severity.CRITICAL
+        node = f.node or (f.module.node if f.module is not None else None)
+        verdict = windows.verdict(actor=WindowActor.HEALTH_ACTIONS,
+                                  scope=windows.Scope.of_nodes([node] if node is not None else []), at=now)
+        exception = ""
+        if not verdict.allowed:
+            if not critical:
+                _note(f, "held_back", f"observe only ({verdict.why}): would {what}", now,
+                      until=verdict.until.isoformat() if verdict.until else None)
+                continue
+            exception = (f"critical: acts despite {'the freeze' if verdict.freeze else 'its change window'} "
+                         f"({verdict.why})")
+        reason = (f"health finding #{f.pk} ({f.check_name}): {f.summary}"
+                  + (f"; {exception}" if exception else ""))[:1000]
         try:
             if on_module:
                 result = lifecycle.module_quarantine(module=Module.objects.get(pk=f.module_id or 0), owner=ACTOR,
@@ -165,8 +182,8 @@ def act(*, configs: dict[str, selectors.CheckConfig], lim: Limits, now: dt.datet
             done.append({"finding": f.pk, "result": "refused"})
             continue
         f.holds = True
-        _note(f, "acted", f"{'quarantined' if on_module else 'cordoned'} by health", now,
-              hold=getattr(result.obj, "pk", None))
+        _note(f, "acted", f"{'quarantined' if on_module else 'cordoned'} by health"
+              + (f"; {exception}" if exception else ""), now, hold=getattr(result.obj, "pk", None))
         holds[kind][tier_id] += 1
         holds["started"][tier_id] += 1
         done.append({"finding": f.pk, "result": "acted"})

@@ -58,3 +58,12 @@ class DecisionAction(models.TextChoices):
     SKIPPED = "skipped", "Skipped"
 
 
+
+
+class WindowActor(models.TextChoices):
+    """What a change window governs (and a freeze holds to observe-only)."""
+
+    ROLLOUTS = "rollouts", "Rollouts (starting a wave)"
+    SCALE_DOWN = "scale_down", "Autoscaler scale-down"
+    HEALTH_ACTIONS = "health_actions", "Health actions"
+    VECTOR_RUNS = "vector_runs", "Vector runs on serving nodes"

@@ -47,7 +47,7 @@ from apps.common.errors import Conflict
 from apps.common.events import FLEET_GROUP, node_group, publish
 from apps.inventory.choices import MODULE_ACTIONS, NODE_ACTIONS, SERVING_STATES, ModuleState, NodeState
 from apps.inventory.models import Module, Node, Tier
-from apps.operations import capacity, selectors
+from apps.operations import capacity, selectors, windows
 from apps.operations.choices import (
     ACTIVE_DRAIN_STATES,
     AfterDrain,
@@ -108,6 +108,21 @@ def _require_reason(reason: str, what: str) -> None:
         raise ValidationError({"reason": f"say why the {what}"})
 
 
+def _during_freeze(node: Node | None, *, owner: str, source: str, reason: str, what: str) -> dict[str, Any]:
+    """An operator's own action on a node a freeze covers: it needs a reason (400 naming ``reason``
+    otherwise) and its audit record says it was done during the freeze. Automated actors never get
+    here: they ask ``windows.verdict`` first."""
+    if node is None or owner != Owner.OPERATOR or source == Source.SYSTEM:
+        return {}
+    freeze = windows.freeze_now(scope=windows.Scope.of_nodes([node]), at=timezone.now())
+    if freeze is None:
+        return {}
+    if not reason.strip():
+        raise ValidationError({"reason": f"a freeze covers {what} until {freeze.ends_at:%Y-%m-%d %H:%M} UTC "
+                                         f"({freeze.reason}): say why you act during it"})
+    return {"during_freeze": {"freeze": freeze.pk, "reason": freeze.reason, "ends_at": freeze.ends_at.isoformat()}}
+
+
 def lock_node(node: Node | int) -> Node:
     pk = node if isinstance(node, int) else node.pk
     return Node.objects.select_for_update(of=("self",)).select_related("tier", "rack").get(pk=pk)
@@ -145,6 +160,7 @@ def _move(node: Node, to: str, *, actor: Any, action: str, reason: str, source: 
           command: tuple[str, dict[str, Any]] | None = None) -> AuditEvent:
     """Compare-and-set ``node`` from its current state to ``to`` (which the table must allow), write the
     one audit record of the action, queue its agent command and its browser event."""
+    frozen = _during_freeze(node, owner=owner, source=source, reason=reason, what=f"node {node.hostname}")
     old = node.state
     if to != old and to not in NODE_TRANSITIONS.get(old, frozenset()):
         raise Conflict(f"node {node.hostname} cannot go from {old} to {to}")
@@ -173,6 +189,7 @@ def _move(node: Node, to: str, *, actor: Any, action: str, reason: str, source: 
     if owner:
         recorded["owner"] = owner
     recorded.update(changes or {})
+    recorded.update(frozen)
     event = audit_record(actor=actor, action=action, target=node, reason=reason, source=source, changes=recorded,
                          related=related)
     if command is not None:
@@ -551,6 +568,7 @@ def node_retire(*, node: Node, reason: str, actor: Any, source: str = Source.API
 def _move_module(module: Module, to: str, *, actor: Any, action: str, reason: str, source: str, owner: str,
                  related: Any = None, changes: dict[str, Any] | None = None,
                  command: tuple[str, dict[str, Any]] | None = None) -> AuditEvent:
+    frozen = _during_freeze(module.node, owner=owner, source=source, reason=reason, what=f"module {module.serial}")
     old = module.state
     if to != old and to not in MODULE_TRANSITIONS.get(old, frozenset()):
         raise Conflict(f"module {module.serial} cannot go from {old} to {to}")
@@ -558,7 +576,8 @@ def _move_module(module: Module, to: str, *, actor: Any, action: str, reason: st
         raise Conflict(f"module {module.serial} changed state concurrently; try again")
     module.state = to
     event = audit_record(actor=actor, action=action, target=module, reason=reason, source=source,
-                         changes={**({"state": [old, to]} if to != old else {}), "owner": owner, **(changes or {})},
+                         changes={**({"state": [old, to]} if to != old else {}), "owner": owner, **(changes or {}),
+                                  **frozen},
                          related=related)
     if command is not None and module.node is not None:
         _send(module.node, command[0], command[1], actor=actor, reason=reason, source=source, event=event)

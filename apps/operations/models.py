@@ -15,7 +15,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from apps.inventory.models import Module, Node, Tier
+from apps.common import cron
+from apps.inventory.models import Module, Node, Rack, Tier
 from apps.operations.choices import (
     ACTIVE_DRAIN_STATES,
     AfterDrain,
@@ -25,6 +26,7 @@ from apps.operations.choices import (
     DrainState,
     Owner,
     ScaleState,
+    WindowActor,
 )
 
 
@@ -216,6 +218,9 @@ class AutoscalerDecision(models.Model):
                                               help_text="Evaluations in a row that came to this decision")
     until = models.DateTimeField(null=True, blank=True,
                                  help_text="The latest evaluation that came to it (null: only the one at time)")
+    window = models.CharField(max_length=1000, blank=True, default="",
+                              help_text="The change window or freeze that governs the tier's scale-down, in words "
+                                        "(empty: none governs it)")
 
     class Meta:
         ordering = ["-time", "-id"]
@@ -223,6 +228,82 @@ class AutoscalerDecision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tier} @ {self.time:%Y-%m-%d %H:%M:%S}: {self.action}"
+
+
+class ChangeWindow(models.Model):
+    """When the actors it names may change things in its scope: it opens at each firing of its cron
+    expression (in its time zone) and stays open ``duration_minutes``. Windows are opt-in: an actor
+    no window governs in a scope is unrestricted there (``apps.operations.windows``)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    cron = models.CharField(max_length=200, help_text="When it opens: minute hour day-of-month month day-of-week, "
+                                                      "e.g. '0 22 * * mon-fri'")
+    duration_minutes = models.PositiveIntegerField(validators=[MinValueValidator(1)],
+                                                   help_text="How long it stays open after each opening")
+    time_zone = models.CharField(max_length=64, default="UTC", help_text="The zone the cron expression reads in "
+                                                                          "(an IANA name)")
+    tiers = models.ManyToManyField(Tier, blank=True, related_name="+", help_text="None (and no racks): the fleet")
+    racks = models.ManyToManyField(Rack, blank=True, related_name="+", help_text="None (and no tiers): the fleet")
+    actors = models.JSONField(default=list, blank=True, help_text="What it governs: " + ", ".join(WindowActor.values))
+    created_by_name = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"window {self.name!r} ({self.cron}, {self.duration_minutes} min, {self.time_zone})"
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        try:
+            cron.parse(self.cron)
+        except cron.CronError as exc:
+            errors["cron"] = str(exc)
+        try:
+            cron.zone(self.time_zone)
+        except cron.CronError as exc:
+            errors["time_zone"] = str(exc)
+        if not isinstance(self.actors, list) or not self.actors:
+            errors["actors"] = f"name at least one of: {', '.join(WindowActor.values)}"
+        else:
+            unknown = [a for a in self.actors if a not in WindowActor.values]
+            if unknown:
+                errors["actors"] = f"unknown {', '.join(map(str, unknown))}; one of: {', '.join(WindowActor.values)}"
+            elif len(set(self.actors)) != len(self.actors):
+                errors["actors"] = "an actor is named twice"
+        if errors:
+            raise ValidationError(errors)
+
+
+class Freeze(models.Model):
+    """From ``starts_at`` to ``ends_at`` every automated actor in its scope only observes (findings still
+    open, notifications still go; a critical health finding keeps its exception), whatever the windows
+    say; an operator's own action in its scope needs a reason and is audited as done during it."""
+
+    reason = models.TextField(help_text="Why changes stop (shown wherever an action is held)")
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    tiers = models.ManyToManyField(Tier, blank=True, related_name="+", help_text="None (and no racks): the fleet")
+    racks = models.ManyToManyField(Rack, blank=True, related_name="+", help_text="None (and no tiers): the fleet")
+    created_by_name = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["starts_at", "id"]
+        constraints = [models.CheckConstraint(condition=Q(ends_at__gt=models.F("starts_at")),
+                                              name="freeze_ends_after_it_starts")]
+
+    def __str__(self) -> str:
+        return f"freeze {self.starts_at:%Y-%m-%d %H:%M}–{self.ends_at:%Y-%m-%d %H:%M} UTC"
+
+    def clean(self) -> None:
+        if not self.reason.strip():
+            raise ValidationError({"reason": "say why changes stop"})
+        if self.starts_at and self.ends_at and self.ends_at <= self.starts_at:
+            raise ValidationError({"ends_at": f"{self.ends_at:%Y-%m-%d %H:%M} is not after the start "
+                                              f"{self.starts_at:%Y-%m-%d %H:%M}"})
 
 
 class IdempotencyRecord(models.Model):

@@ -27,7 +27,7 @@ from apps.common.errors import Conflict
 from apps.inventory import scopes
 from apps.inventory.choices import NodeState
 from apps.inventory.models import Tier
-from apps.operations import autoscaler, lifecycle, selectors
+from apps.operations import autoscaler, lifecycle, selectors, windows
 from apps.operations.choices import (
     ACTIVE_DRAIN_STATES,
     AfterDrain,
@@ -35,6 +35,7 @@ from apps.operations.choices import (
     DecisionAction,
     Owner,
     ScaleState,
+    WindowActor,
 )
 from apps.operations.lifecycle import SYSTEM, Result
 from apps.operations.models import AutoscalerDecision, AutoscalerPolicy, Drain, ScaleRequest
@@ -215,6 +216,8 @@ def autoscaler_run(*, tier: Tier, now: dt.datetime | None = None) -> AutoscalerD
         last = (policy.last_scaled_at - now).total_seconds() if policy.last_scaled_at else None
         d = autoscaler.decide(_params(policy), current=current, queue_depth=queue, now=0.0,
                               history=history, last_scale_at=last)
+        verdict = windows.verdict(actor=WindowActor.SCALE_DOWN, scope=windows.Scope.of_tier(policy.tier), at=now)
+        base["window"] = verdict.why if verdict.governing or verdict.freeze else ""
         inputs = {"queue_depth": queue, "current": current, "ratio": d.ratio, "history": len(history),
                   "bounds": list(policy.bounds()), "tolerance": policy.tolerance,
                   "up_window_s": policy.scale_up_window_s, "down_window_s": policy.scale_down_window_s,
@@ -224,6 +227,11 @@ def autoscaler_run(*, tier: Tier, now: dt.datetime | None = None) -> AutoscalerD
                   "stabilized": d.stabilized}
         action = DecisionAction.NONE
         sr = None
+        if d.desired < current and not verdict.allowed:
+            return _record(
+                **base, queue_depth=queue, raw_desired=d.raw, recommendation=d.recommendation, desired=current,
+                action=DecisionAction.SKIPPED, inputs=inputs,
+                explanation=f"{d.explanation()}; not applied: scale-down {verdict.why}")
         if d.desired != current:
             if policy.dry_run:
                 action = DecisionAction.DRY_RUN

@@ -5,6 +5,7 @@ action posts to the API with a confirmation and a reason."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.utils import timezone
@@ -14,8 +15,9 @@ from apps.accounts.selectors import scope_limit_text
 from apps.common.pages import page_config
 from apps.common.views import ViewerRequiredMixin
 from apps.inventory import scopes
-from apps.operations import selectors
-from apps.operations.choices import ACTIVE_DRAIN_STATES, DrainState, ScaleState
+from apps.inventory.models import Rack, Tier
+from apps.operations import selectors, windows
+from apps.operations.choices import ACTIVE_DRAIN_STATES, DrainState, ScaleState, WindowActor
 
 
 class OperationsView(ViewerRequiredMixin, TemplateView):
@@ -51,5 +53,52 @@ class OperationsView(ViewerRequiredMixin, TemplateView):
             "policies": list(selectors.policy_list()),
             "decisions": list(selectors.decision_list()[:25]),
             "recent_holds": list(selectors.drain_list().exclude(state__in=ACTIVE_DRAIN_STATES)[:10]),
+        })
+        return ctx
+
+
+class WindowsView(ViewerRequiredMixin, TemplateView):
+    """Change windows and freezes: the next 14 days as a calendar (UTC), the windows and freezes, and
+    for admins the forms that add them and the buttons that delete them (static/js/pages/windows.js,
+    through the API, with a reason)."""
+
+    template_name = "operations/windows.html"
+    days = 14
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        ctx = super().get_context_data(**kwargs)
+        now = timezone.now()
+        start = now.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        spans = windows.calendar(start=start, days=self.days)
+        day = dt.timedelta(days=1)
+        calendar = []
+        for i in range(self.days):
+            begins = start + i * day
+            ends = begins + day
+            cells = []
+            for s in spans:
+                if s.ends <= begins or s.starts >= ends:
+                    continue
+                a, b = max(s.starts, begins), min(s.ends, ends)
+                cells.append({"kind": s.kind, "id": s.id, "title": s.title, "scope": s.scope, "detail": s.detail,
+                              "left": round((a - begins) / day * 100, 3), "width": round((b - a) / day * 100, 3),
+                              "text": f"{a:%H:%M}–{'24:00' if b == ends else f'{b:%H:%M}'}"})
+            calendar.append({"date": begins, "today": i == 0, "spans": cells,
+                             "now": round((now - begins) / day * 100, 3) if i == 0 else None})
+        window_rows = list(windows.window_list())
+        for w in window_rows:
+            w.scope_text = windows.scope_text(w)  # type: ignore[attr-defined]
+            w.next_at = windows.next_opening(w, now)  # type: ignore[attr-defined]
+            w.open_until = (windows.open_at(w, now) or (None, None))[1]  # type: ignore[attr-defined]
+            w.actor_labels = [WindowActor(a).label for a in w.actors]  # type: ignore[attr-defined]
+        freeze_rows = list(windows.freeze_list().filter(ends_at__gt=now - dt.timedelta(days=7)))
+        for f in freeze_rows:
+            f.scope_text = windows.scope_text(f)  # type: ignore[attr-defined]
+            f.active = f.starts_at <= now < f.ends_at  # type: ignore[attr-defined]
+        ctx.update({
+            "nav": "windows", "calendar": calendar, "windows": window_rows, "freezes": freeze_rows,
+            "hours": [0, 6, 12, 18], "actors": WindowActor.choices,
+            "tiers": list(Tier.objects.order_by("level")), "racks": list(Rack.objects.order_by("name")),
+            "config": {"windows": "/api/v1/change-windows/", "freezes": "/api/v1/freezes/"},
         })
         return ctx

@@ -7,6 +7,7 @@ from apps.common.choices import Badge, ColouredChoices
 
 class RolloutState(ColouredChoices):
     PLANNED = "planned", Badge("Planned", "#5f6779")
+    WAITING = "waiting", Badge("Waiting for its window", "#8a6d00")
     CANARY = "canary", Badge("Canary", "#4a5bd0")
     WAVES = "waves", Badge("Waves", "#4a5bd0")
     PAUSED = "paused", Badge("Paused", "#8a6d00")
@@ -17,7 +18,7 @@ class RolloutState(ColouredChoices):
     FAILED = "failed", Badge("Failed", "#c0392b")
 
 
-ACTIVE_ROLLOUT_STATES = frozenset({RolloutState.PLANNED, RolloutState.CANARY, RolloutState.WAVES,
+ACTIVE_ROLLOUT_STATES = frozenset({RolloutState.PLANNED, RolloutState.WAITING, RolloutState.CANARY, RolloutState.WAVES,
                                    RolloutState.PAUSED, RolloutState.ROLLING_BACK})
 FINAL_ROLLOUT_STATES = frozenset({RolloutState.COMPLETED, RolloutState.ABORTED, RolloutState.ROLLED_BACK,
                                   RolloutState.FAILED})

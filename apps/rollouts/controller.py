@@ -8,6 +8,10 @@ stored.
 
 A pass moves each node a step (``nodes.py``), then the rollout itself: its gates (``gates.py``)
 and its state (``transitions.py``, the one place that writes it).
+
+Change windows (``apps.operations.windows``, actor ``rollouts``): a wave starts only when the windows
+governing its nodes are open and no freeze covers them; otherwise the rollout is ``waiting``, saying
+until when. A wave that has started finishes whatever the windows do (its gates, its bake).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.common.events import FLEET_GROUP, publish
+from apps.operations import windows
+from apps.operations.choices import WindowActor
 from apps.rollouts import gates, nodes, transitions
 from apps.rollouts.choices import ACTIVE_ROLLOUT_STATES, FINAL_STEPS, IN_PROGRESS_STEPS, FailureKind, RolloutState, Step
 from apps.rollouts.models import Rollout, RolloutNode
@@ -28,6 +34,30 @@ MAX_PASSES = 8
 
 def _settled(rn: RolloutNode) -> bool:
     return rn.step in FINAL_STEPS or rn.needs_hand
+
+
+def window_verdict(r: Rollout, now: dt.datetime) -> windows.Verdict:
+    """What the change windows say about starting the rollout's current wave now."""
+    nodes = [rn.node for rn in r.nodes.filter(wave=r.current_wave).select_related("node")]
+    return windows.verdict(actor=WindowActor.ROLLOUTS, scope=windows.Scope.of_nodes(nodes), at=now)
+
+
+def _window(r: Rollout, now: dt.datetime) -> None:
+    """Before a wave starts: start it (or the canary) inside its window, or wait. A running wave is
+    left alone: it finishes."""
+    if r.state not in (RolloutState.PLANNED, RolloutState.WAITING, RolloutState.CANARY, RolloutState.WAVES):
+        return
+    if r.state in (RolloutState.CANARY, RolloutState.WAVES) and (
+            r.wave_finished_at is not None
+            or r.nodes.filter(wave=r.current_wave, started_at__isnull=False).exists()):
+        return
+    verdict = window_verdict(r, now)
+    if not verdict.allowed:
+        transitions.wait(r, why=verdict.why, until=verdict.until)
+    elif r.state == RolloutState.PLANNED or (r.state == RolloutState.WAITING and r.started_at is None):
+        transitions.start(r, now, window=verdict.why if verdict.governing else "")
+    elif r.state == RolloutState.WAITING:
+        transitions.window_opened(r, window=verdict.why)
 
 
 def _rollout_step(r: Rollout, now: dt.datetime) -> None:
@@ -120,9 +150,8 @@ def _pass(rollout_id: int) -> str | None:
             return None
         now = timezone.now()
         before = (r.state, r.current_wave)
-        if r.state == RolloutState.PLANNED:
-            transitions.start(r, now)
         for _ in range(MAX_PASSES):
+            _window(r, now)
             moved = False
             for rn in (r.nodes.exclude(step__in=sorted(FINAL_STEPS)).filter(needs_hand=False)
                        .select_related("node", "vector_run").order_by("wave", "position")):

@@ -61,6 +61,8 @@ class Rollout(models.Model):
                   "each gate's name and what it said")
     message = models.TextField(blank=True, default="", help_text="Why it paused, stopped or rolled back")
     waiting_for = models.CharField(max_length=1000, blank=True, default="")
+    waiting_until = models.DateTimeField(null=True, blank=True,
+                                         help_text="Waiting for its change window: when the next wave may start")
     plan = models.JSONField(default=dict, blank=True, help_text="The waves and capacity figures at creation")
     gates = models.JSONField(default=list, blank=True, help_text="Each wave's gate evidence")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,

@@ -13,6 +13,7 @@ from typing import Any
 from celery import current_app
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from apps.audit.choices import Source
 from apps.audit.services import actor_identity, actor_name, audit_record
@@ -22,7 +23,8 @@ from apps.inventory import scopes
 from apps.inventory.choices import CombinationState, NodeState
 from apps.inventory.models import ModuleType, Node, Rack, Tier, VersionCombination
 from apps.operations import selectors as op_selectors
-from apps.operations.choices import ACTIVE_DRAIN_STATES
+from apps.operations import windows
+from apps.operations.choices import ACTIVE_DRAIN_STATES, WindowActor
 from apps.operations.models import Drain
 from apps.rollouts import gates, planner, transitions
 from apps.rollouts.choices import (
@@ -197,6 +199,8 @@ def preview(spec: Spec) -> dict[str, Any]:
             n["to"] = target
     suite = spec.suite or default_suite(combination)
     dry = _dry_run(spec, scoped, suite)
+    canary = Node.objects.filter(pk__in=[n.node_id for n in waves[0].nodes] if waves else [])
+    window = windows.verdict(actor=WindowActor.ROLLOUTS, scope=windows.Scope.of_nodes(canary), at=timezone.now())
     return {
         "combination": combination.pk, "module_type": spec.module_type.pk, "target": target,
         "suite": suite.pk if suite else None,
@@ -209,6 +213,7 @@ def preview(spec: Spec) -> dict[str, Any]:
         "pinned": dry["downgrade"]["pinned"],
         "gates": dry,
         "failing": gates.failing(dry),
+        "window": window.as_dict(),
     }
 
 
@@ -301,8 +306,10 @@ def rollout_create(*, spec: Spec, actor: Any, source: str = Source.API) -> Rollo
                                 serving=node.state == NodeState.ACTIVE,
                                 modules=[v["serial"] for v in scoped.versions.get(node.pk, [])]))
     RolloutNode.objects.bulk_create(rows)
+    frozen = _during_freeze([n.node_id for w in waves for n in w.nodes], reason=spec.reason,
+                            what="the rollout's nodes")
     audit_record(actor=actor, action="rollout.create", target=rollout, source=source, reason=spec.reason,
-                 changes={"combination": [None, str(combination)], "waves": [None, len(waves)],
+                 changes={**frozen, "combination": [None, str(combination)], "waves": [None, len(waves)],
                           "nodes": [None, sum(len(w.nodes) for w in waves)],
                           "skipped": [None, len(scoped.skipped)],
                           **({"overrides": [None, [f"{o['gate']}: {o['detail']}" for o in overrides]]}
@@ -322,13 +329,28 @@ def enqueue(rollout_id: int) -> None:
         logger.warning("could not queue rollout #%s (%s); the sweep will advance it", rollout_id, exc)
 
 
+def _during_freeze(node_ids: Sequence[int], *, reason: str, what: str) -> dict[str, Any]:
+    """An operator's own rollout action while a freeze covers its nodes: it needs a reason (400 naming
+    ``reason`` otherwise) and its audit record says it was done during the freeze."""
+    nodes = Node.objects.filter(pk__in=list(node_ids)).only("id", "tier_id", "rack_id")
+    freeze = windows.freeze_now(scope=windows.Scope.of_nodes(nodes), at=timezone.now())
+    if freeze is None:
+        return {}
+    if not reason.strip():
+        raise ValidationError({"reason": f"a freeze covers {what} until {freeze.ends_at:%Y-%m-%d %H:%M} UTC "
+                                         f"({freeze.reason}): say why you act during it"})
+    return {"during_freeze": {"freeze": freeze.pk, "reason": freeze.reason, "ends_at": freeze.ends_at.isoformat()}}
+
+
 def _lock(rollout: Rollout) -> Rollout:
     return Rollout.objects.select_for_update().select_related("combination", "module_type").get(pk=rollout.pk)
 
 
 def _control(rollout: Rollout, action: str, before: str, *, actor: Any, reason: str, source: str) -> None:
+    frozen = _during_freeze(list(rollout.nodes.values_list("node_id", flat=True)), reason=reason,
+                            what=f"rollout #{rollout.pk}'s nodes")
     audit_record(actor=actor, action=f"rollout.{action}", target=rollout, source=source, reason=reason,
-                 changes={"state": [before, rollout.state]})
+                 changes={"state": [before, rollout.state], **frozen})
     publish("rollout.state", {"id": rollout.pk, "state": rollout.state, "wave": rollout.current_wave,
                               "waiting_for": rollout.waiting_for, "message": rollout.message, "control": action},
             groups=[FLEET_GROUP])
@@ -342,7 +364,7 @@ def rollout_pause(*, rollout: Rollout, actor: Any, reason: str = "", source: str
     r = _lock(rollout)
     if r.state == RolloutState.PAUSED:
         return r
-    if r.state not in (RolloutState.PLANNED, RolloutState.CANARY, RolloutState.WAVES):
+    if r.state not in (RolloutState.PLANNED, RolloutState.WAITING, RolloutState.CANARY, RolloutState.WAVES):
         raise Conflict(f"rollout #{r.pk} is {r.state}; only a running rollout is paused", extra={"state": r.state})
     before = r.state
     transitions.pause(r, message=f"paused by {actor_name(actor)}" + (f": {reason}" if reason else ""))
@@ -367,7 +389,8 @@ def rollout_abort(*, rollout: Rollout, actor: Any, reason: str = "", source: str
     """Stop: nodes in progress finish their steps, the rest stay on their versions (the fleet is left
     mixed, and the nodes are listed)."""
     r = _lock(rollout)
-    if r.state not in (RolloutState.PLANNED, RolloutState.CANARY, RolloutState.WAVES, RolloutState.PAUSED):
+    if r.state not in (RolloutState.PLANNED, RolloutState.WAITING, RolloutState.CANARY, RolloutState.WAVES,
+                       RolloutState.PAUSED):
         raise Conflict(f"rollout #{r.pk} is {r.state}; only a running or paused rollout is aborted",
                        extra={"state": r.state})
     before = r.state
@@ -382,8 +405,8 @@ def rollout_rollback(*, rollout: Rollout, actor: Any, reason: str = "", source: 
     r = _lock(rollout)
     if r.state == RolloutState.ROLLING_BACK:
         return r
-    if r.state not in (RolloutState.PLANNED, RolloutState.CANARY, RolloutState.WAVES, RolloutState.PAUSED,
-                       RolloutState.ABORTED):
+    if r.state not in (RolloutState.PLANNED, RolloutState.WAITING, RolloutState.CANARY, RolloutState.WAVES,
+                       RolloutState.PAUSED, RolloutState.ABORTED):
         raise Conflict(f"rollout #{r.pk} is {r.state}; it cannot be rolled back", extra={"state": r.state})
     if r.state == RolloutState.ABORTED and Rollout.objects.filter(
             module_type=r.module_type, state__in=ACTIVE_ROLLOUT_STATES).exclude(pk=r.pk).exists():

@@ -1,8 +1,9 @@
-"""Every write of a rollout's own state, in one place: start, pause (by an operator or on a failed
-gate), resume, abort, roll back, the next wave, completed, rolled back, failed. The controls
-(``services.py``) lock, check and audit the operator's request and call these; the controller
-(``controller.py``) calls them as the rollout advances. Each saves what it changed, in the
-caller's transaction. A node's own steps are in ``nodes.py``."""
+"""Every write of a rollout's own state, in one place: start, wait for its change window (and the
+window opening), pause (by an operator or on a failed gate), resume, abort, roll back, the next
+wave, completed, rolled back, failed. The controls (``services.py``) lock, check and audit the
+operator's request and call these; the controller (``controller.py``) calls them as the rollout
+advances. Each saves what it changed, in the caller's transaction. A node's own steps are in
+``nodes.py``."""
 
 from __future__ import annotations
 
@@ -19,20 +20,50 @@ from apps.rollouts.models import Rollout
 from apps.rollouts.nodes import ACTOR, node_rollback_start, step_set
 
 
-def start(r: Rollout, now: dt.datetime) -> None:
-    """planned → canary: the canary starts."""
-    r.state, r.started_at = RolloutState.CANARY, now
-    r.save(update_fields=["state", "started_at"])
+def start(r: Rollout, now: dt.datetime, *, window: str = "") -> None:
+    """planned (or waiting for its first window) → canary: the canary starts. ``window``: the verdict
+    of the change windows, in words."""
+    before = r.state
+    r.state, r.started_at, r.waiting_until = RolloutState.CANARY, now, None
+    r.waiting_for = f"the canary starts; {window}" if window else ""
+    r.save(update_fields=["state", "started_at", "waiting_until", "waiting_for"])
     audit_record(actor=ACTOR, action="rollout.start", target=r, source=Source.SYSTEM,
-                 reason="the canary starts", changes={"state": [RolloutState.PLANNED, RolloutState.CANARY]})
+                 reason="the canary starts" + (f"; {window}" if window else ""),
+                 changes={"state": [before, RolloutState.CANARY]})
+
+
+def wait(r: Rollout, *, why: str, until: dt.datetime | None) -> None:
+    """No wave is running and the change windows (or a freeze) say not now: ``waiting``, saying until
+    when. One audit record when it starts waiting; the words follow the verdict after that."""
+    before = r.state
+    text = f"waiting for its change window: {why}"[:1000]
+    if before == RolloutState.WAITING and (r.waiting_for, r.waiting_until) == (text, until):
+        return
+    r.state, r.waiting_for, r.waiting_until = RolloutState.WAITING, text, until
+    r.save(update_fields=["state", "waiting_for", "waiting_until"])
+    if before != RolloutState.WAITING:
+        audit_record(actor=ACTOR, action="rollout.waiting", target=r, source=Source.SYSTEM, reason=text,
+                     changes={"state": [before, RolloutState.WAITING], "wave": r.current_wave,
+                              "until": until.isoformat() if until else None})
+
+
+def window_opened(r: Rollout, *, window: str) -> None:
+    """waiting → canary or waves: its window opened (or the freeze ended); the current wave starts."""
+    state = RolloutState.CANARY if r.current_wave == 0 else RolloutState.WAVES
+    r.state, r.waiting_until = state, None
+    r.waiting_for = f"wave {r.current_wave} starting; {window}"[:1000]
+    r.save(update_fields=["state", "waiting_until", "waiting_for"])
+    audit_record(actor=ACTOR, action="rollout.window_opened", target=r, source=Source.SYSTEM,
+                 reason=f"wave {r.current_wave} starts: {window}"[:4000],
+                 changes={"state": [RolloutState.WAITING, state], "wave": r.current_wave})
 
 
 def pause(r: Rollout, *, message: str, on: str = "") -> None:
     """No new node starts; nodes in progress finish their steps. ``on``: what it paused on, when not an
     operator's request."""
-    r.paused_from, r.state, r.message = r.state, RolloutState.PAUSED, message
+    r.paused_from, r.state, r.message, r.waiting_until = r.state, RolloutState.PAUSED, message, None
     r.waiting_for = f"paused{' on ' + on if on else ''}: waiting for resume, abort or rollback"
-    r.save(update_fields=["paused_from", "state", "message", "waiting_for"])
+    r.save(update_fields=["paused_from", "state", "message", "waiting_for", "waiting_until"])
 
 
 def resume(r: Rollout, *, by: str) -> None:
@@ -57,19 +88,19 @@ def abort(r: Rollout, *, why: str) -> None:
         rn.step, rn.reason, rn.waiting_for = Step.SKIPPED, "the rollout was aborted before its turn", ""
         rn.step_changed_at = timezone.now()
         rn.save(update_fields=["step", "reason", "waiting_for", "step_changed_at"])
-    r.state, r.finished_at = RolloutState.ABORTED, timezone.now()
+    r.state, r.finished_at, r.waiting_until = RolloutState.ABORTED, timezone.now(), None
     upgraded = list(r.nodes.filter(step=Step.DONE).values_list("node__hostname", flat=True))
     r.message = why + f"; on the target: {', '.join(upgraded) or 'no node'}"
     r.waiting_for = ""
-    r.save(update_fields=["state", "finished_at", "message", "waiting_for"])
+    r.save(update_fields=["state", "finished_at", "message", "waiting_for", "waiting_until"])
 
 
 def rollback_begin(r: Rollout, why: str, now: dt.datetime | None = None) -> None:
     """The rollout rolls back: every node it touched goes back, nodes not reached are skipped."""
     now = now or timezone.now()
-    r.state, r.message, r.paused_from = RolloutState.ROLLING_BACK, why[:4000], ""
+    r.state, r.message, r.paused_from, r.waiting_until = RolloutState.ROLLING_BACK, why[:4000], "", None
     r.waiting_for = "rolling back"
-    r.save(update_fields=["state", "message", "paused_from", "waiting_for"])
+    r.save(update_fields=["state", "message", "paused_from", "waiting_for", "waiting_until"])
     for rn in r.nodes.select_related("node", "vector_run").order_by("wave", "position"):
         if rn.step == Step.PENDING:
             rn.reason = "the rollout rolled back before its turn"

@@ -7,6 +7,10 @@ modules, at least ``VECTORS_NIGHTLY_MIN`` (2), one module per node, spread over 
 order is a hash of the date and the serial). Nodes with a module already busy with vectors
 are skipped, so a tier never has more than one module per node running vectors. A failed
 run flags the combination suspect (beside its state) for the operator to decide.
+
+Change windows and freezes (``apps.operations.windows``, actor ``vector_runs``): a serving node
+outside the windows that govern vector runs on it, or under a freeze, is left out of the sample
+(and of the versions-changed check) until it may run them; what held it is said in the result.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from apps.audit.choices import Source
 from apps.health import services as health_services
 from apps.inventory import services as inventory_services
 from apps.inventory.choices import CombinationState, ModuleState, NodeState
-from apps.inventory.models import Module, VersionCombination
+from apps.inventory.models import Module, Node, VersionCombination
+from apps.operations import windows
+from apps.operations.choices import WindowActor
 from apps.vectors.choices import FINAL_RUN_STATES, Outcome, RunPurpose, RunState, SuiteState
 from apps.vectors.models import ModuleCheck, RunTarget, Suite, VectorResult, VectorRun
 from apps.vectors.runs import run_create
@@ -75,6 +81,12 @@ def sample_modules(combination: VersionCombination, *, day: dt.date, share: floa
     return chosen
 
 
+def _held(now: dt.datetime) -> dict[int, windows.Verdict]:
+    """Serving nodes that change windows or freezes keep vector runs off now."""
+    serving = Node.objects.filter(state=NodeState.ACTIVE, gray=False).only("id", "tier_id", "rack_id")
+    return windows.held_nodes(actor=WindowActor.VECTOR_RUNS, nodes=serving, at=now)
+
+
 def nightly_check(*, now: dt.datetime | None = None) -> dict[str, Any]:
     """Start tonight's run per pinned combination (not twice in a day); returns what it did."""
     now = now or timezone.now()
@@ -83,6 +95,8 @@ def nightly_check(*, now: dt.datetime | None = None) -> dict[str, Any]:
         return {"skipped": "no published nightly suite (VECTORS_NIGHTLY_SUITE, default onnx-int8): "
                            "import one with manage.py vectors_import onnx-node"}
     busy = set(RunTarget.objects.exclude(run__state__in=FINAL_RUN_STATES).values_list("node_id", flat=True))
+    held = _held(now)
+    busy |= set(held)
     started: dict[str, int] = {}
     skipped: dict[str, str] = {}
     for combination in VersionCombination.objects.filter(state=CombinationState.PINNED).select_related(
@@ -95,7 +109,10 @@ def nightly_check(*, now: dt.datetime | None = None) -> dict[str, Any]:
         modules = sample_modules(combination, day=now.date(), share=float(_setting("VECTORS_NIGHTLY_SHARE", 0.05)),
                                  minimum=int(_setting("VECTORS_NIGHTLY_MIN", 2)), busy_nodes=busy)
         if not modules:
-            skipped[str(combination)] = "no serving module on it that is free"
+            reasons = sorted({v.why for v in held.values()})
+            skipped[str(combination)] = ("no serving module on it that is free"
+                                         + (f"; held by change windows or freezes: {'; '.join(reasons[:3])}"
+                                            if reasons else ""))
             continue
         with transaction.atomic():
             run = run_create(suite=suite, modules=modules, actor=ACTOR, combination=combination,
@@ -115,6 +132,7 @@ def versions_changed_check(*, now: dt.datetime | None = None) -> dict[str, Any]:
     if suite is None:
         return {"skipped": "no published nightly suite"}
     busy = set(RunTarget.objects.exclude(run__state__in=FINAL_RUN_STATES).values_list("node_id", flat=True))
+    busy |= set(_held(now))  # checked on a later pass, once its window opens
     modules = list(Module.objects.filter(state=ModuleState.HEALTHY, node__state=NodeState.ACTIVE, node__gray=False)
                    .select_related("node", "module_type").order_by("node__hostname", "slot"))
     checks = {c.module_id: c for c in ModuleCheck.objects.filter(module__in=modules)}

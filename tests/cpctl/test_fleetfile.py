@@ -38,19 +38,30 @@ class FakeServer:
              "framework_version": "1.18.0", "state": "validated"},
             {"id": 2, "module_type": 1, "driver_version": "2.3.1", "framework_name": "axon-runtime",
              "framework_version": "1.18.0", "state": "pinned"}]
+        self.racks = [{"id": 5, "name": "rack-1"}]
+        self.windows: list[dict[str, Any]] = []
         self.writes: list[tuple[str, str, Any]] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
         if request.method == "GET":
             rows = {"/api/v1/tiers/": self.tiers, "/api/v1/module-types/": self.types,
-                    "/api/v1/version-combinations/": self.combos}[path]
+                    "/api/v1/version-combinations/": self.combos, "/api/v1/racks/": self.racks,
+                    "/api/v1/change-windows/": self.windows}[path]
             return self.answer(200, {"count": len(rows), "next": None, "results": rows})
         body = json.loads(request.content)
         self.writes.append((request.method, path, body))
         if path == "/api/v1/tiers/2/":
             self.tiers[0].update(body)
             return self.answer(200, self.tiers[0])
+        fields = {k: v for k, v in body.items() if k != "reason"}
+        if path == "/api/v1/change-windows/":
+            self.windows.append({"id": len(self.windows) + 1, **fields})
+            return self.answer(201, self.windows[-1])
+        window = next((w for w in self.windows if path == f"/api/v1/change-windows/{w['id']}/"), None)
+        if window is not None:
+            window.update(fields)
+            return self.answer(200, window)
         combo = next(c for c in self.combos if path == f"/api/v1/version-combinations/{c['id']}/set-state/")
         for c in self.combos:
             c["state"] = "validated" if c["state"] == "pinned" else c["state"]
@@ -98,10 +109,46 @@ def test_validation_names_each_path_in_the_file() -> None:
     assert validate({"tiers": {"hybrid_inference": {"min_active_nodes": 50, "max_active_nodes": 42, "max": 1}},
                      "pins": {"AX-40": {"driver": "2.2.9", "framework": "axon"}, "AX-41": {"driver": "1"}},
                      "racks": {}}) == [
-        "racks: unknown key (expected tiers, pins)",
+        "racks: unknown key (expected tiers, pins, windows)",
         "tiers.hybrid_inference.max: unknown key (expected min_active_nodes, max_active_nodes)",
         "tiers.hybrid_inference: min_active_nodes 50 is above max_active_nodes 42",
         "pins.AX-40.framework: name and version, e.g. 'axon-runtime 1.19.0' (got 'axon')",
         "pins.AX-41.framework: missing (a name and version, e.g. axon-runtime 1.19.0)"]
     assert validate({"tiers": {"access_logic": {"min_active_nodes": True}}}) == [
         "tiers.access_logic.min_active_nodes: must be a whole number, 0 or more (got True)"]
+
+
+WINDOWS = """\
+windows:
+  weeknights: {cron: "0 22 * * mon-fri", duration_minutes: 240, time_zone: Europe/Berlin,
+               actors: [scale_down, rollouts], tiers: [hybrid_inference], racks: [rack-1]}
+"""
+
+
+def test_a_change_window_is_created_then_changed_field_by_field_then_left_alone(tmp_path: Path) -> None:
+    (tmp_path / "fleet.yaml").write_text(WINDOWS)
+    server = FakeServer()
+    code, out, _ = run(["apply", "-f", str(tmp_path / "fleet.yaml"), "--reason", "agreed windows"], server)
+    assert code == 0, out
+    assert server.writes == [("POST", "/api/v1/change-windows/", {
+        "name": "weeknights", "cron": "0 22 * * mon-fri", "duration_minutes": 240, "time_zone": "Europe/Berlin",
+        "actors": ["rollouts", "scale_down"], "tiers": [2], "racks": [5], "reason": "agreed windows"})]
+    (tmp_path / "fleet.yaml").write_text(WINDOWS.replace("240", "120"))
+    code, out, _ = run(["diff", "-f", str(tmp_path / "fleet.yaml")], server)
+    assert out.splitlines() == ["windows.weeknights: duration_minutes 240 -> duration_minutes 120"]
+    run(["apply", "-f", str(tmp_path / "fleet.yaml"), "--reason", "shorter"], server)
+    assert server.writes[-1] == ("PATCH", "/api/v1/change-windows/1/", {"duration_minutes": 120, "reason": "shorter"})
+    code, out, _ = run(["apply", "-f", str(tmp_path / "fleet.yaml"), "--reason", "again"], server)
+    assert code == 0 and out == "no changes: the server is as the file says\n" and len(server.writes) == 2
+
+
+def test_a_window_naming_an_unknown_rack_or_a_bad_shape_fails_the_whole_file(tmp_path: Path) -> None:
+    (tmp_path / "fleet.yaml").write_text(WINDOWS.replace("rack-1", "rack-9"))
+    server = FakeServer()
+    code, _, err = run(["apply", "-f", str(tmp_path / "fleet.yaml"), "--reason", "r"], server)
+    assert code == 2 and server.writes == [] and "windows.weeknights: no rack rack-9 on the server" in err
+    assert validate({"windows": {"w": {"cron": "", "duration_minutes": 0, "actors": [], "colour": "red"}}}) == [
+        "windows.w.colour: unknown key (expected cron, duration_minutes, time_zone, actors, tiers, racks)",
+        "windows.w.cron: missing (five fields, e.g. '0 22 * * mon-fri')",
+        "windows.w.duration_minutes: must be a whole number of minutes, 1 or more (got 0)",
+        "windows.w.actors: name at least one (rollouts, scale_down, health_actions, vector_runs)"]

@@ -3,14 +3,17 @@ and the decisions it records."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
+from django.utils import timezone
 
 from apps.audit.models import AuditEvent
 from apps.inventory.choices import NodeState
 from apps.operations import retention, scaling
 from apps.operations.autoscaler import Params, decide
-from apps.operations.choices import DecisionAction
-from apps.operations.models import AutoscalerPolicy, ScaleRequest
+from apps.operations.choices import DecisionAction, WindowActor
+from apps.operations.models import AutoscalerPolicy, ChangeWindow, Freeze, ScaleRequest
 
 from .conftest import state_of
 
@@ -191,3 +194,39 @@ def test_a_decision_extended_over_the_window_still_holds_a_scale_down_back(fleet
     decision = scaling.autoscaler_run(tier=fleet.tier, now=start + dt.timedelta(seconds=400))
     assert decision is not None and decision.recommendation is not None and decision.recommendation < 4
     assert decision.desired == 4, decision.explanation  # the window still holds 4
+
+
+@pytest.mark.django_db
+def test_a_scale_down_waits_for_its_window_and_the_decision_names_it(fleet):  # type: ignore[no-untyped-def]
+    for i in range(4):
+        fleet.node(f"n-{i}")
+    AutoscalerPolicy.objects.create(tier=fleet.tier, target_queue_per_node=10, scale_down_window_s=0,
+                                    scale_down_headroom=False, cooldown_s=0)
+    later = timezone.now() + dt.timedelta(hours=3)
+    window = ChangeWindow.objects.create(name="quiet hours", cron=f"{later.minute} {later.hour} * * *",
+                                         duration_minutes=60, time_zone="UTC", actors=[WindowActor.SCALE_DOWN])
+    fleet.queue(10)  # 2.5 per node against 10: scale down
+    decision = scaling.autoscaler_run(tier=fleet.tier)
+    assert decision is not None and decision.action == DecisionAction.SKIPPED and decision.desired == 4
+    assert "not applied: scale-down outside change window 'quiet hours'" in decision.explanation
+    assert decision.window.startswith("outside change window 'quiet hours'")
+    assert not ScaleRequest.objects.exists()
+
+    ChangeWindow.objects.filter(pk=window.pk).update(cron="* * * * *")
+    decision = scaling.autoscaler_run(tier=fleet.tier)
+    assert decision is not None and decision.action == DecisionAction.SCALE_DOWN
+    assert decision.window.startswith("inside change window 'quiet hours'")
+
+
+@pytest.mark.django_db
+def test_a_freeze_holds_scale_down_but_not_scale_up(fleet):  # type: ignore[no-untyped-def]
+    fleet.node("n-0")
+    fleet.node("n-1")
+    fleet.node("s-0", state=NodeState.STANDBY)
+    AutoscalerPolicy.objects.create(tier=fleet.tier, target_queue_per_node=10, scale_down_window_s=0, cooldown_s=0)
+    now = timezone.now()
+    Freeze.objects.create(reason="launch day", starts_at=now - dt.timedelta(minutes=1),
+                          ends_at=now + dt.timedelta(hours=1))
+    fleet.queue(30)
+    up = scaling.autoscaler_run(tier=fleet.tier)
+    assert up is not None and up.action == DecisionAction.SCALE_UP and "launch day" in up.window

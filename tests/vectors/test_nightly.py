@@ -16,6 +16,9 @@ from apps.audit.models import AuditEvent
 from apps.health.advisor import advice
 from apps.health.models import Finding
 from apps.inventory.choices import CombinationState
+from apps.inventory.models import Rack
+from apps.operations.choices import WindowActor
+from apps.operations.models import ChangeWindow, Freeze
 from apps.vectors.advance import run_advance
 from apps.vectors.choices import RunPurpose, RunState
 from apps.vectors.models import RunTarget, VectorResult, VectorRun
@@ -98,3 +101,22 @@ def test_a_module_whose_versions_changed_is_checked_once(fleet, int8_suite) -> N
     assert run.combination == fleet.candidate  # the combination the module is on now
     assert run.reason == "versions changed to driver 2.4.0 + 1.18.0 on n-03-m1"
     assert versions_changed_check() == {"recorded": 0, "started": []}
+
+
+def test_the_nightly_sample_leaves_out_nodes_a_freeze_or_closed_window_holds(fleet, int8_suite) -> None:  # type: ignore[no-untyped-def]
+    _fleet(fleet)
+    now = timezone.now()
+    rack1, rack2 = Rack.objects.get(name="rack-1"), Rack.objects.get(name="rack-2")
+    later = now + dt.timedelta(hours=3)
+    ChangeWindow.objects.create(name="rack-1 nights", cron=f"{later.minute} {later.hour} * * *", duration_minutes=30,
+                                time_zone="UTC", actors=[WindowActor.VECTOR_RUNS]).racks.set([rack1])
+    done = nightly_check(now=now)
+    run = VectorRun.objects.get(purpose=RunPurpose.NIGHTLY)
+    assert done["started"] == {str(fleet.pinned): run.pk}
+    assert {t.node.rack.name for t in RunTarget.objects.filter(run=run).select_related("node__rack")} == {"rack-2"}
+
+    freeze = Freeze.objects.create(reason="audit week", starts_at=now, ends_at=now + dt.timedelta(days=3))
+    freeze.racks.set([rack2])
+    skipped = nightly_check(now=now + dt.timedelta(days=1))["skipped"][str(fleet.pinned)]
+    assert "no serving module on it that is free" in skipped
+    assert "outside change window 'rack-1 nights'" in skipped or "audit week" in skipped

@@ -11,9 +11,18 @@ if TYPE_CHECKING:
 
 from apps.common.roles import ADMIN, has_role
 from apps.common.serializers import ErrorSerializer
-from apps.operations import selectors
-from apps.operations.choices import AfterDrain, DeadlineAction, Owner
-from apps.operations.models import AutoscalerDecision, AutoscalerPolicy, Drain, Quarantine, ScaleRequest
+from apps.inventory.models import Rack, Tier
+from apps.operations import selectors, windows
+from apps.operations.choices import AfterDrain, DeadlineAction, Owner, WindowActor
+from apps.operations.models import (
+    AutoscalerDecision,
+    AutoscalerPolicy,
+    ChangeWindow,
+    Drain,
+    Freeze,
+    Quarantine,
+    ScaleRequest,
+)
 
 
 class DrainSerializer(serializers.ModelSerializer[Drain]):
@@ -102,7 +111,7 @@ class AutoscalerDecisionSerializer(serializers.ModelSerializer[AutoscalerDecisio
         model = AutoscalerDecision
         fields = ["id", "tier", "tier_kind", "time", "current", "queue_depth", "target_queue_per_node",
                   "raw_desired", "recommendation", "desired", "action", "dry_run", "explanation", "inputs",
-                  "scale_request", "evaluations", "until"]
+                  "scale_request", "evaluations", "until", "window"]
         read_only_fields = fields
 
 
@@ -304,3 +313,63 @@ class SchedulableSerializer(serializers.Serializer[Any]):
     tiers = serializers.DictField(child=SchedulableNodeSerializer(many=True),
                                   help_text="Per tier kind: the nodes that take new work, with their modules "
                                             "that take work")
+
+
+# ---- change windows and freezes ---------------------------------------------------------------
+
+
+class _ScopedRuleSerializer(serializers.ModelSerializer[Any]):
+    """Shared by windows and freezes: tiers and racks by id (none of either: the fleet), the scope in
+    words, and the model's own ``clean()`` on what the request would store."""
+
+    tiers = serializers.PrimaryKeyRelatedField(many=True, required=False, queryset=Tier.objects.all(),
+                                               help_text="Tier ids; with no racks either, the whole fleet")
+    racks = serializers.PrimaryKeyRelatedField(many=True, required=False, queryset=Rack.objects.all(),
+                                               help_text="Rack ids; with no tiers either, the whole fleet")
+    scope = serializers.SerializerMethodField()
+
+    def get_scope(self, obj: Any) -> str:
+        return windows.scope_text(obj)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        model: type[ChangeWindow | Freeze] = self.Meta.model
+        names = {f.name for f in model._meta.concrete_fields} - {"id", "created_at", "updated_at"}
+        plain = {k: v for k, v in attrs.items() if k in names}
+        current = {n: getattr(self.instance, n) for n in names} if self.instance is not None else {}
+        model(**{**current, **plain}).full_clean(validate_unique=False, validate_constraints=False)
+        return attrs
+
+
+class ChangeWindowSerializer(_ScopedRuleSerializer):
+    actors = serializers.ListField(child=serializers.CharField(max_length=32),
+                                   help_text="What it governs: " + ", ".join(WindowActor.values))
+    next_opening = serializers.SerializerMethodField(help_text="The next opening from now (UTC), or null")
+    open_now = serializers.SerializerMethodField(help_text="When open now: until when (UTC); else null")
+    reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=1000,
+                                   help_text="Why the window changes; kept in the audit record")
+
+    class Meta:
+        model = ChangeWindow
+        fields = ["id", "name", "cron", "duration_minutes", "time_zone", "tiers", "racks", "scope", "actors",
+                  "next_opening", "open_now", "created_by_name", "created_at", "updated_at", "reason"]
+        read_only_fields = ["created_by_name", "created_at", "updated_at"]
+
+    def get_next_opening(self, obj: ChangeWindow) -> dt.datetime | None:
+        return windows.next_opening(obj, timezone.now())
+
+    def get_open_now(self, obj: ChangeWindow) -> dt.datetime | None:
+        span = windows.open_at(obj, timezone.now())
+        return span[1] if span else None
+
+
+class FreezeSerializer(_ScopedRuleSerializer):
+    active = serializers.SerializerMethodField(help_text="Whether it holds now")
+
+    class Meta:
+        model = Freeze
+        fields = ["id", "reason", "starts_at", "ends_at", "tiers", "racks", "scope", "active", "created_by_name",
+                  "created_at"]
+        read_only_fields = ["created_by_name", "created_at"]
+
+    def get_active(self, obj: Freeze) -> bool:
+        return obj.starts_at <= timezone.now() < obj.ends_at

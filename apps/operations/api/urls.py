@@ -9,6 +9,8 @@ router.register("quarantines", views.QuarantineViewSet, basename="quarantine")
 router.register("scale-requests", views.ScaleRequestViewSet, basename="scale-request")
 router.register("autoscaler-policies", views.AutoscalerPolicyViewSet, basename="autoscaler-policy")
 router.register("autoscaler-decisions", views.AutoscalerDecisionViewSet, basename="autoscaler-decision")
+router.register("change-windows", views.ChangeWindowViewSet, basename="change-window")
+router.register("freezes", views.FreezeViewSet, basename="freeze")
 
 urlpatterns = [
     path("nodes/actions/", views.NodeBulkActionView.as_view(), name="node-bulk-action"),

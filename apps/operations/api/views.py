@@ -21,7 +21,7 @@ from apps.audit.services import snapshot
 from apps.common.permissions import AdminOnly, IsViewer, ViewerReadOperatorWrite
 from apps.inventory import scopes
 from apps.inventory.models import Module, Node, Tier
-from apps.operations import lifecycle, scaling, selectors
+from apps.operations import lifecycle, scaling, selectors, windows
 from apps.operations.api import serializers as s
 from apps.operations.filtersets import (
     AutoscalerDecisionFilterSet,
@@ -31,7 +31,7 @@ from apps.operations.filtersets import (
     ScaleRequestFilterSet,
 )
 from apps.operations.idempotency import HEADER, idempotent
-from apps.operations.models import AutoscalerPolicy
+from apps.operations.models import AutoscalerPolicy, ChangeWindow, Freeze
 
 IDEMPOTENCY = OpenApiParameter(
     HEADER, OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
@@ -350,3 +350,60 @@ class NodeGrayView(APIView):
         node.refresh_from_db(fields=["state", "gray"])
         return Response({"changed": result.changed, "node": {"id": node.pk, "hostname": node.hostname,
                                                              "state": node.state, "gray": node.gray}})
+
+
+def _delete_reason(request: Request) -> str:
+    """A delete's optional reason (the body's ``reason``), kept in its audit record."""
+    data = request.data if isinstance(request.data, dict) else {}
+    return str(data.get("reason", ""))[:1000]
+
+
+class ChangeWindowViewSet(viewsets.ModelViewSet):
+    """Change windows: viewers read; admins write (each write audited)."""
+
+    queryset = windows.window_list()
+    serializer_class = s.ChangeWindowSerializer
+    permission_classes = [IsViewer]
+
+    def perform_create(self, serializer: Any) -> None:
+        data = dict(serializer.validated_data)
+        reason, tiers, racks = data.pop("reason", ""), data.pop("tiers", []), data.pop("racks", [])
+        serializer.instance = windows.window_save(window=ChangeWindow(**data), actor=self.request.user,
+                                                  tiers=tiers, racks=racks, reason=reason)
+
+    def perform_update(self, serializer: Any) -> None:
+        window = serializer.instance
+        data = dict(serializer.validated_data)
+        reason, tiers, racks = data.pop("reason", ""), data.pop("tiers", None), data.pop("racks", None)
+        for key, value in data.items():
+            setattr(window, key, value)
+        serializer.instance = windows.window_save(window=window, actor=self.request.user, tiers=tiers, racks=racks,
+                                                  reason=reason)
+
+    def perform_destroy(self, instance: ChangeWindow) -> None:
+        windows.window_delete(window=instance, actor=self.request.user, reason=_delete_reason(self.request))
+
+
+class FreezeViewSet(viewsets.ModelViewSet):
+    """Freezes: viewers read; admins write (each write audited with the freeze's reason)."""
+
+    queryset = windows.freeze_list()
+    serializer_class = s.FreezeSerializer
+    permission_classes = [IsViewer]
+
+    def perform_create(self, serializer: Any) -> None:
+        data = dict(serializer.validated_data)
+        tiers, racks = data.pop("tiers", []), data.pop("racks", [])
+        serializer.instance = windows.freeze_save(freeze=Freeze(**data), actor=self.request.user, tiers=tiers,
+                                                  racks=racks)
+
+    def perform_update(self, serializer: Any) -> None:
+        freeze = serializer.instance
+        data = dict(serializer.validated_data)
+        tiers, racks = data.pop("tiers", None), data.pop("racks", None)
+        for key, value in data.items():
+            setattr(freeze, key, value)
+        serializer.instance = windows.freeze_save(freeze=freeze, actor=self.request.user, tiers=tiers, racks=racks)
+
+    def perform_destroy(self, instance: Freeze) -> None:
+        windows.freeze_delete(freeze=instance, actor=self.request.user, reason=_delete_reason(self.request))

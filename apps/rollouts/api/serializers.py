@@ -94,8 +94,8 @@ class RolloutSerializer(serializers.ModelSerializer[Rollout]):
         fields = ["id", "combination", "combination_name", "module_type", "module_type_name", "suite", "scope",
                   "canary", "wave_size", "max_unavailable", "bake_s", "on_failure", "cohort_tolerance_pct",
                   "max_failures", "drain_deadline_s", "install_timeout_s", "vectors_timeout_s", "state", "current_wave",
-                  "wave_count", "wave_finished_at", "reason", "overrides", "message", "waiting_for", "plan", "gates",
-                  "progress", "created_by_name", "created_at", "started_at", "finished_at"]
+                  "wave_count", "wave_finished_at", "reason", "overrides", "message", "waiting_for", "waiting_until",
+                  "plan", "gates", "progress", "created_by_name", "created_at", "started_at", "finished_at"]
         read_only_fields = fields
 
     def get_progress(self, obj: Rollout) -> dict[str, Any]:
@@ -136,6 +136,10 @@ class PreviewSerializer(serializers.Serializer[Any]):
                                             "overridable (an operator may start past it, naming it in override)")
     failing = serializers.ListField(child=serializers.CharField(),
                                     help_text="The gates that fail now: a start needs each overridden, or is a 409")
+    window = serializers.DictField(
+        help_text="The change window that governs the canary's start: actor, allowed (now), why (naming the window "
+                  "or freeze), window (the one it is inside), governing (every window that governs it), freeze (id), "
+                  "until (when it may start, or when its window closes)")
 
 
 class RolloutConflictSerializer(ErrorSerializer):
