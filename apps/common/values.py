@@ -21,9 +21,9 @@ import decimal
 from collections.abc import Callable
 from typing import Any
 
-from django.db.models import Case, Count, F, Func, IntegerField, QuerySet, Subquery, When, Window
+from django.db import connection
+from django.db.models import Count, F, Func, IntegerField, QuerySet, Subquery, Window
 from django.db.models.expressions import RawSQL
-from django.db.models.lookups import GreaterThan
 from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import ISO_8601, serializers
@@ -161,7 +161,8 @@ class ValuesPagination(LimitOffsetPagination):
     ``ESTIMATE_COUNT_ABOVE`` rows: there it is that estimate (``pg_class.reltuples``, kept by
     autovacuum's ANALYZE), ``count_exact`` is false, and ``?count=exact`` asks for the count
     itself. The estimate rides in the same query; the count's subquery sits in the other branch
-    of a CASE, which PostgreSQL then never runs. The page reads one row more than it shows, so
+    of a CASE, which PostgreSQL then never runs (both plain SQL on the table: an unfiltered list's
+    joins are to-one, so its rows are the table's). The page reads one row more than it shows, so
     ``next`` is right whatever ``count`` says, and the last page's count is always exact (its
     offset plus its rows).
 
@@ -191,16 +192,16 @@ class ValuesPagination(LimitOffsetPagination):
         annotations: dict[str, Any] = {}
         if queryset.query.group_by is not None:  # grouped rows (e.g. racks with a node count): count the groups
             annotations[_TOTAL] = Window(Count("*"))
-        else:
-            exact = Subquery(queryset.order_by().values(n=Func(template="COUNT(*)", output_field=IntegerField())))
-            if queryset.query.where or request.query_params.get("count") == EXACT:
-                annotations[_TOTAL] = exact
-            else:
-                reltuples = RawSQL("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
-                                   (queryset.model._meta.db_table,), output_field=IntegerField())
-                annotations[_ESTIMATE] = reltuples
-                annotations[_TOTAL] = Case(When(GreaterThan(reltuples, ESTIMATE_COUNT_ABOVE), then=None),
-                                           default=exact, output_field=IntegerField())
+        elif queryset.query.where or request.query_params.get("count") == EXACT:
+            annotations[_TOTAL] = Subquery(
+                queryset.order_by().values(n=Func(template="COUNT(*)", output_field=IntegerField())))
+        else:  # no filter: the table's rows (its joins are to-one), estimated, or counted when few
+            table = connection.ops.quote_name(queryset.model._meta.db_table)
+            annotations[_ESTIMATE] = RawSQL("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
+                                            (table,), output_field=IntegerField())
+            annotations[_TOTAL] = RawSQL(
+                f"SELECT CASE WHEN reltuples > %s THEN NULL ELSE (SELECT COUNT(*) FROM {table}) END "
+                f"FROM pg_class WHERE oid = %s::regclass", (ESTIMATE_COUNT_ABOVE, table), output_field=IntegerField())
         rows = plan.rows(queryset.annotate(**annotations)[window], extra=tuple(annotations))
         if not rows:
             self.count = self.get_count(queryset) if self.offset > 0 else 0
