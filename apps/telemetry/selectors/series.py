@@ -13,7 +13,7 @@ from django.utils import timezone
 from apps.inventory.models import Node, Tier
 from apps.telemetry import sketch
 from apps.telemetry.choices import Stage
-from apps.telemetry.models import ModuleRollup, ModuleStatus, NodeRollup, NodeStatus, TierStatus
+from apps.telemetry.models import ModuleRollup, ModuleStatus, NodeRollup, NodeStatus
 from apps.telemetry.selectors.common import rounded, sql_rows, window_start
 from apps.telemetry.selectors.latency import _BUCKETS, _PERCENTILES
 
@@ -115,23 +115,25 @@ def queue_depth_series_json(*, tier: Tier | None, minutes: int, now: dt.datetime
                      "arrivals_per_s": _number(f"CASE WHEN window_s > 0 THEN {_round('arrivals / window_s', 3)} END"),
                      "completions_per_s": _number(
                          f"CASE WHEN window_s > 0 THEN {_round('completions / window_s', 3)} END")})
-    texts: dict[int, str] = dict(sql_rows(  # type: ignore[arg-type]
-        f"""SELECT tier_id, {_array(point, "bin")}
-            FROM (SELECT tier_id, date_bin(%s, minute, %s) AS bin,
-                         CASE WHEN sum(samples) > 0 THEN sum(queue_depth_mean * samples) / sum(samples)
-                              ELSE avg(queue_depth_mean) END AS mean,
-                         max(queue_depth_max) AS mx, sum(arrivals)::float8 AS arrivals,
-                         sum(completions)::float8 AS completions, sum(window_s) AS window_s
-                  FROM telemetry_tierrollup WHERE minute >= %s AND tier_id = ANY(%s)
-                  GROUP BY tier_id, bin) b
-            GROUP BY tier_id""",
-        [dt.timedelta(minutes=step), since, since, [t.pk for t in tiers]]))
-    statuses = {s.tier_id: s for s in TierStatus.objects.filter(tier__in=tiers)}
+    ids = [t.pk for t in tiers]
+    rows = {tid: (text, time, depth) for tid, text, time, depth in sql_rows(  # the newest queue depth beside
+        f"""SELECT t.id, p.points, s.time, s.queue_depth FROM unnest(%s::int[]) AS t(id)
+            LEFT JOIN (SELECT tier_id, {_array(point, "bin")} AS points
+                       FROM (SELECT tier_id, date_bin(%s, minute, %s) AS bin,
+                                    CASE WHEN sum(samples) > 0 THEN sum(queue_depth_mean * samples) / sum(samples)
+                                         ELSE avg(queue_depth_mean) END AS mean,
+                                    max(queue_depth_max) AS mx, sum(arrivals)::float8 AS arrivals,
+                                    sum(completions)::float8 AS completions, sum(window_s) AS window_s
+                             FROM telemetry_tierrollup WHERE minute >= %s AND tier_id = ANY(%s)
+                             GROUP BY tier_id, bin) b
+                       GROUP BY tier_id) p ON p.tier_id = t.id
+            LEFT JOIN telemetry_tierstatus s ON s.tier_id = t.id""",
+        [ids, dt.timedelta(minutes=step), since, since, ids])}
     out = []
     for t in tiers:
-        status = statuses.get(t.pk)
-        latest = {"time": status.time, "queue_depth": status.queue_depth} if status else None
-        out.append({"tier": t.kind, "points": _points(texts, t.pk), "latest": latest})
+        text, time, depth = rows[t.pk]
+        latest = {"time": time, "queue_depth": depth} if time is not None else None
+        out.append({"tier": t.kind, "points": msgspec.Raw((text or "[]").encode()), "latest": latest})
     return msgspec.json.encode({"minutes": minutes, "step_minutes": step, "tiers": out})
 
 
