@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import bench_database  # noqa: E402
+from bench.common import bench_database, stop_processes  # noqa: E402
 
 BENCH_DB = "bench_redis"
 
@@ -87,10 +87,7 @@ def main() -> int:
         try:
             time.sleep(args.seconds)  # the schedules run on their own clocks; this is the window measured
         finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                p.wait(30)
+            stop_processes(procs, timeout=30)
         used_after = int(client.info("memory")["used_memory"])
         keys_after, size_after = _census(client)
 

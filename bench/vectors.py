@@ -39,9 +39,11 @@ from typing import Any
 BASE_DIR = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE_DIR))
 
-from bench.common import bench_database, percentile  # noqa: E402
+from bench.common import at_most, bench_database, percentile  # noqa: E402
 
 BENCH_DB = "bench_vectors"
+GOAL_MS = 5000.0
+GOAL_RATIO = 2.0
 
 
 def _setup() -> tuple[Any, Any, str]:
@@ -203,9 +205,12 @@ def main() -> int:
     e2e = percentile(results["end to end (cold agent)"], 95)
     ratio = percentile(results["agent execution (cached)"], 50) / percentile(results["direct ONNX Runtime"], 50)
     print()
-    print(f"goal end to end p95 < 5000 ms per module per suite: {'met' if e2e < 5000 else 'MISSED'} ({e2e:.0f} ms)")
-    print(f"goal agent cached execution < 2x direct (p50): {'met' if ratio < 2 else 'MISSED'} ({ratio:.2f}x)")
-    return 0 if e2e < 5000 and ratio < 2 else 1
+    limit_ms, limit_ratio = at_most(GOAL_MS), at_most(GOAL_RATIO)
+    met_ms, met_ratio = e2e < limit_ms, ratio < limit_ratio
+    print(f"goal end to end p95 < {limit_ms:g} ms per module per suite: {'met' if met_ms else 'MISSED'} ({e2e:.0f} ms)")
+    print(f"goal agent cached execution < {limit_ratio:g}x direct (p50): {'met' if met_ratio else 'MISSED'} "
+          f"({ratio:.2f}x)")
+    return 0 if met_ms and met_ratio else 1
 
 
 def _main_fleet() -> int:
@@ -217,6 +222,7 @@ def _main_fleet() -> int:
     print(f"demo fleet: {out['fleet_nodes']} nodes, {out['nodes']} with modules, {out['modules']} modules; "
           f"{out['results']} results stored")
     print(f"run {out['state']} in {out['wall_s']:.1f} s wall time (request to end): {out['message'][:200]}")
+    print("goal: none, a measurement of the fleet run's wall time; it exits 0 whatever the figures")
     return 0
 
 

@@ -21,7 +21,9 @@ import decimal
 from collections.abc import Callable
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, F, Func, IntegerField, QuerySet, Subquery, Window
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import ISO_8601, serializers
@@ -140,6 +142,12 @@ def values_rows(serializer_class: type[serializers.Serializer[Any]], queryset: Q
 
 
 _TOTAL = "_page_total"
+_ESTIMATE = "_page_estimate"
+
+# Above this many rows in its table, an unfiltered list's ``count`` is PostgreSQL's estimate of the
+# table's rows instead of a count of them: counting 40,000 rows costs more than reading the page.
+ESTIMATE_COUNT_ABOVE = 5000
+EXACT = "exact"  # ?count=exact asks for the exact count whatever the table's size
 
 
 class ValuesPagination(LimitOffsetPagination):
@@ -149,12 +157,24 @@ class ValuesPagination(LimitOffsetPagination):
     ``COUNT(*) OVER ()`` would do the same but joins and sorts every row before the window;
     it is used only for grouped querysets, whose rows are the groups.
 
+    ``count`` is exact, except for an unfiltered list of a table PostgreSQL estimates at more than
+    ``ESTIMATE_COUNT_ABOVE`` rows: there it is that estimate (``pg_class.reltuples``, kept by
+    autovacuum's ANALYZE), ``count_exact`` is false, and ``?count=exact`` asks for the count
+    itself. The estimate rides in the same query; the count's subquery sits in the other branch
+    of a CASE, which PostgreSQL then never runs (both plain SQL on the table: an unfiltered list's
+    joins are to-one, so its rows are the table's). The page reads one row more than it shows, so
+    ``next`` is right whatever ``count`` says, and the last page's count is always exact (its
+    offset plus its rows).
+
     Only a page past the end (no row to carry the total) or a DISTINCT queryset (where a
     count of the filtered rows is not the count of distinct rows) costs a separate count.
 
     Views call ``paginate_values(queryset, serializer_class)`` instead of ``paginate_queryset``;
-    the response envelope is DRF's limit/offset one (``count``, ``next``, ``previous``, ``results``).
+    the response envelope is DRF's limit/offset one (``count``, ``next``, ``previous``, ``results``)
+    with ``count_exact`` after ``count``.
     """
+
+    count_exact = True
 
     def paginate_values(self, queryset: QuerySet[Any], serializer_class: type[serializers.Serializer[Any]],
                         request: Request) -> list[dict[str, Any]]:
@@ -163,24 +183,65 @@ class ValuesPagination(LimitOffsetPagination):
         if self.limit is None:  # pragma: no cover - default_limit is always set
             self.limit = self.default_limit
         self.offset = self.get_offset(request)
+        self.count_exact = True
         plan = _plan(serializer_class)
-        window = slice(self.offset, self.offset + self.limit)
+        window = slice(self.offset, self.offset + self.limit + 1)  # one more: is there a next page?
         if queryset.query.distinct:
             self.count = self.get_count(queryset)
-            return plan.rows(queryset[window]) if self.offset < self.count else []
-        total: Any
+            return plan.rows(queryset[window])[:self.limit] if self.offset < self.count else []
+        annotations: dict[str, Any] = {}
         if queryset.query.group_by is not None:  # grouped rows (e.g. racks with a node count): count the groups
-            total = Window(Count("*"))
-        else:
-            total = Subquery(queryset.order_by().values(n=Func(template="COUNT(*)", output_field=IntegerField())))
-        rows = plan.rows(queryset.annotate(**{_TOTAL: total})[window], extra=(_TOTAL,))
-        if rows:
-            self.count = rows[0][_TOTAL]
-            for row in rows:
-                del row[_TOTAL]
-        else:
+            annotations[_TOTAL] = Window(Count("*"))
+        elif queryset.query.where or request.query_params.get("count") == EXACT:
+            annotations[_TOTAL] = Subquery(
+                queryset.order_by().values(n=Func(template="COUNT(*)", output_field=IntegerField())))
+        else:  # no filter: the table's rows (its joins are to-one), estimated, or counted when few
+            table = connection.ops.quote_name(queryset.model._meta.db_table)
+            annotations[_ESTIMATE] = RawSQL("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
+                                            (table,), output_field=IntegerField())
+            annotations[_TOTAL] = RawSQL(
+                f"SELECT CASE WHEN reltuples > %s THEN NULL ELSE (SELECT COUNT(*) FROM {table}) END "
+                f"FROM pg_class WHERE oid = %s::regclass", (ESTIMATE_COUNT_ABOVE, table), output_field=IntegerField())
+        rows = plan.rows(queryset.annotate(**annotations)[window], extra=tuple(annotations))
+        if not rows:
             self.count = self.get_count(queryset) if self.offset > 0 else 0
+            return rows
+        total, estimate = rows[0][_TOTAL], int(rows[0].get(_ESTIMATE) or 0)
+        for row in rows:
+            for name in annotations:
+                del row[name]
+        more = len(rows) > self.limit
+        del rows[self.limit:]
+        if total is not None:
+            self.count = total
+        elif not more:  # the last page: its offset and rows are the count
+            self.count = self.offset + len(rows)
+        else:
+            self.count, self.count_exact = max(estimate, self.offset + self.limit + 1), False
         return rows
+
+    def get_paginated_response(self, data: Any) -> Response:
+        return Response({"count": self.count, "count_exact": self.count_exact, "next": self.get_next_link(),
+                         "previous": self.get_previous_link(), "results": data})
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        out = super().get_paginated_response_schema(schema)
+        properties = out["properties"]
+        properties["count"]["description"] = (
+            f"How many items the list holds: exact, except for an unfiltered list of more than about "
+            f"{ESTIMATE_COUNT_ABOVE:,} items, where it is the database's estimate (count_exact false; "
+            f"?count=exact asks for the exact one)")
+        out["properties"] = {"count": properties.pop("count"),
+                             "count_exact": {"type": "boolean", "description": "Whether count is exact"},
+                             **properties}
+        out["required"] = ["count", "count_exact", "results"]
+        return out
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        return [*super().get_schema_operation_parameters(view), {
+            "name": "count", "required": False, "in": "query",
+            "description": f"'{EXACT}': count the items exactly even where count would be an estimate",
+            "schema": {"type": "string", "enum": [EXACT]}}]
 
 
 class FilterBackend(DjangoFilterBackend):

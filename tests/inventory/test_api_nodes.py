@@ -382,3 +382,33 @@ def test_it_lists_the_actions_each_nodes_and_modules_state_allows(admin_api, fle
     assert [m["allowed_actions"] for m in modules] == [["release"]]
     created = admin_api.post(NODES, node_body(), format="json").json()
     assert created["state"] == "standby" and created["allowed_actions"] == ["maintenance"]
+
+
+@pytest.mark.parametrize("url", [NODES, "/api/v1/modules/"])
+def test_a_large_unfiltered_list_counts_by_the_estimate_and_exactly_on_request(  # type: ignore[no-untyped-def]
+        viewer_api, fleet, django_assert_num_queries, monkeypatch, url):
+    import apps.common.values as values
+
+    _many_nodes(fleet, 120)
+    model = Node if url == NODES else Module
+    total = model.objects.count()
+    monkeypatch.setattr(values, "ESTIMATE_COUNT_ABOVE", 50)
+    with connection.cursor() as cur:  # the estimate: the table's rows as ANALYZE last saw them, here 20 fewer
+        cur.execute(f"ANALYZE {model._meta.db_table}")
+        cur.execute("UPDATE pg_class SET reltuples = %s WHERE oid = %s::regclass", [total - 20, model._meta.db_table])
+    with django_assert_num_queries(2):  # the estimate rides in the page's query, the count is not run
+        body = viewer_api.get(url, {"limit": 50}).json()
+    assert body["count"] == total - 20 and body["count_exact"] is False
+    assert len(body["results"]) == 50 and body["next"] is not None
+    # Past the estimate the pages still go on to the last row, and the last page's count is exact.
+    body = viewer_api.get(url, {"limit": 20, "offset": 80}).json()
+    assert len(body["results"]) == 20 and body["count"] == 101 and body["count_exact"] is False
+    assert body["next"] is not None
+    body = viewer_api.get(url, {"limit": 50, "offset": 100}).json()
+    assert len(body["results"]) == total - 100 and body["next"] is None
+    assert body["count"] == total and body["count_exact"] is True
+    with django_assert_num_queries(2):
+        body = viewer_api.get(url, {"limit": 50, "count": "exact"}).json()
+    assert body["count"] == total and body["count_exact"] is True
+    body = viewer_api.get(url, {"limit": 10, "search": "bulk-001" if url == NODES else "bm-001"}).json()
+    assert body["count"] == 10 and body["count_exact"] is True  # a filtered list is counted
