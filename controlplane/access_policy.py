@@ -94,7 +94,8 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "planner/": PAGE,
     "operations/": PAGE,
     "windows/": PAGE,
-    "versions/": PAGE,
+    "vectors/": PAGE,
+    "versions/": PAGE,  # the vector page's first address: viewers are redirected to vectors/
     "health/": PAGE,
     "health/findings/<int:pk>/acknowledge/": {"POST": PEOPLE_OPERATORS},  # the page's forms
     "health/silences/": {"POST": PEOPLE_OPERATORS},

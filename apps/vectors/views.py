@@ -9,7 +9,7 @@ from typing import Any
 from django.shortcuts import get_object_or_404
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import ensure_csrf_cookie
-from django.views.generic import TemplateView
+from django.views.generic import RedirectView, TemplateView
 
 from apps.common.views import PLOTLY_VERSION, ViewerRequiredMixin
 from apps.inventory import scopes
@@ -46,6 +46,16 @@ def _offers(user: Any, combos: list[VersionCombination]) -> None:
 
 
 @method_decorator(ensure_csrf_cookie, name="dispatch")
+class OldVersionsAddress(ViewerRequiredMixin, RedirectView):
+    """The vector page's first address (/versions/), kept for bookmarks: a viewer is sent on to
+    /vectors/ with the query; anyone else to the login page, as from every page."""
+
+    http_method_names = ["get", "head", "options"]  # a page's methods, not every method RedirectView takes
+    pattern_name = "versions"
+    permanent = True
+    query_string = True
+
+
 class VersionsView(ViewerRequiredMixin, TemplateView):
     """Per module type, each combination's state and its latest vector runs."""
 
