@@ -169,6 +169,19 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "api/v1/agent-tokens/<pk>/": {"GET": ADMINS},
     "api/v1/agent-tokens/<pk>/revoke/": {"POST": ADMINS},
     "api/v1/agent-tokens/<pk>/rotate/": {"POST": ADMINS},
+    # Self-enrolment: admins hold the bootstrap tokens and decide; viewers read the enrolments; a joining
+    # agent proves itself in the body (a bootstrap token to join, its enrolment secret to poll), so the
+    # role check lets everyone through to that proof.
+    "api/v1/bootstrap-tokens/": {"GET": ADMINS, "POST": ADMINS},
+    "api/v1/bootstrap-tokens/<pk>/": {"GET": ADMINS},
+    "api/v1/bootstrap-tokens/<pk>/revoke/": {"POST": ADMINS},
+    "api/v1/enrolments/": {"GET": VIEWERS, "POST": EVERYONE},
+    "api/v1/enrolments/<pk>/": READ,
+    "api/v1/enrolments/approve/": {"POST": ADMINS},
+    "api/v1/enrolments/reject/": {"POST": ADMINS},
+    "api/v1/enrolments/<pk>/approve/": {"POST": ADMINS},
+    "api/v1/enrolments/<pk>/reject/": {"POST": ADMINS},
+    "api/v1/enrolments/<pk>/claim/": {"POST": EVERYONE},
     # Telemetry reads and commands to agents.
     "api/v1/fleet/snapshot/": READ,
     "api/v1/fleet/series/queue-depth/": READ,
