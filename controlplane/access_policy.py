@@ -27,7 +27,8 @@ The role policy:
   the role and scope they were given; they have no session, so no page, admin page or websocket.
   An expired or revoked token is nobody.
 - **Anonymous** callers (and expired sessions) reach only the health probes, the
-  login page and static assets.
+  login page and static assets, and a joining node's two routes (its join and its poll), which
+  read no credentials and prove themselves in the body: a bootstrap token, an enrolment secret.
 
 Callers: ``anonymous``, ``viewer``, ``operator``, ``admin`` (users: an API token
 for ``api/`` routes, a session for pages), ``node_key`` (the key of the node a
@@ -90,6 +91,8 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "nodes/<int:pk>/": PAGE,
     "combinations/": PAGE,
     "drift/": PAGE,
+    "enrolments/": PAGE,
+    "enrolments/decide/": {"POST": ADMINS},  # the enrolment page's approve and reject form
     "audit/": PAGE,
     "planner/": PAGE,
     "operations/": PAGE,

@@ -239,12 +239,23 @@ class EnrolmentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewset
         "claim": "The node key was handed over and is in use, or the node is gone",
     }
 
+    JOINING = ("create", "claim")
+
+    def _joining(self) -> bool:
+        """The join or the agent's poll: they prove themselves in their body (a bootstrap token, an enrolment
+        secret, checked by the service), so they read no credentials (asked before ``self.action`` is set)."""
+        action = getattr(self, "action", None)
+        request = getattr(self, "request", None)
+        if action is None and request is not None and request.method:
+            action = getattr(self, "action_map", {}).get(request.method.lower())
+        return action in self.JOINING
+
+    def get_authenticators(self) -> list[Any]:
+        return [] if self._joining() else super().get_authenticators()
+
     def get_permissions(self) -> list[BasePermission]:
-        # The join and the agent's poll prove themselves in their body (a bootstrap token, an enrolment
-        # secret, checked by the service); reading is for viewers, deciding for admins.
-        if self.action in ("create", "claim"):
-            return [AllowAny()]
-        return [IsViewer()]
+        # reading is for viewers, deciding for admins
+        return [AllowAny()] if self._joining() else [IsViewer()]
 
     @extend_schema(request=JoinSerializer, responses={
         201: JoinAnswerSerializer,
