@@ -127,6 +127,7 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "api/v1/modules/<int:pk>/release/": OPERATOR_ACTION,
     "api/v1/tiers/<int:pk>/scale/": OPERATOR_ACTION,
     "api/v1/nodes/<int:pk>/gray/": {"POST": ADMINS},
+    "api/v1/nodes/<int:pk>/decommission/": {"POST": ADMINS},  # revoke its keys and retire it, for good
     "api/v1/schedulable/": {"GET": VIEWERS | {"gateway_key"}},
     "api/v1/drains/": READ,
     "api/v1/drains/<pk>/": READ,

@@ -23,8 +23,8 @@ from django.utils import timezone
 from rest_framework.exceptions import PermissionDenied
 
 from apps.agents.choices import AgentKind, EnrolmentState
-from apps.agents.models import AgentToken, BootstrapToken, Enrolment
-from apps.agents.services import agent_token_issue, agent_token_revoke
+from apps.agents.models import BootstrapToken, Enrolment
+from apps.agents.services import agent_token_issue, agent_token_revoke, node_keys_revoke
 from apps.audit.choices import Source
 from apps.audit.services import audit_record
 from apps.common.errors import Conflict
@@ -385,8 +385,7 @@ def enrolment_approve(*, enrolment: Enrolment, rack: Rack | None, slot: int | No
         node = locked.node
         if node is None or node.state == NodeState.RETIRED:
             raise Conflict(f"{locked}: the node it re-joins is gone or retired; reject it and let it join anew")
-        for old in AgentToken.objects.filter(node=node, kind=AgentKind.NODE, revoked_at__isnull=True):
-            agent_token_revoke(token=old, actor=actor, source=source)
+        node_keys_revoke(node=node, actor=actor, source=source)
     else:
         assert rack is not None and slot is not None and tier is not None
         node = _create_node(locked, rack=rack, slot=slot, tier=tier, actor=actor, source=source)
