@@ -294,9 +294,10 @@ class Enroller:
             raise EnrolError(f"enrolment {saved['id']}: the poll was refused ({response.status_code}): "
                              f"{_detail(response)}")
         answer = response.json()
-        if answer["state"] == "rejected":
-            raise EnrolError(f"enrolment {saved['id']} was rejected: {answer.get('reason') or 'no reason given'}",
-                             code=3)
+        if answer["state"] == "rejected":  # forget it: the next start (the host fixed) joins anew
+            (self.buffer_dir / ENROLMENT_FILE).unlink(missing_ok=True)
+            raise EnrolError(f"enrolment {saved['id']} was rejected: {answer.get('reason') or 'no reason given'}; "
+                             "the next start joins again", code=3)
         if answer["state"] != "approved" or not answer.get("key"):
             return None
         identity = Identity(key=str(answer["key"]), hostname=str(answer["hostname"]), node=answer.get("node"))

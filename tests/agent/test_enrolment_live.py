@@ -124,6 +124,7 @@ def test_three_agents_join_with_one_token_and_two_are_approved_at_once(live_stac
     wait_for(lambda: not agents["n-join-c"].alive(), timeout=30, what="the rejected agent to stop")
     assert agents["n-join-c"].popen.returncode == 3  # type: ignore[union-attr]
     assert "was rejected: no ECC memory: not for serving" in agents["n-join-c"].log()
+    assert not (live_stack.dir / "spool-n-join-c" / "enrolment.json").exists()  # the next start joins anew
 
     # A token past its uses is refused: the agent says why and stops.
     late = _join(live_stack, tmp_path, "n-join-d", token, 4)
