@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 import httpx
 
-from cpctl import API_MAJOR, __version__, actions, config, errors, fleetfile, output, reads
+from cpctl import API_MAJOR, __version__, actions, config, errors, fleetfile, output, reads, rollouts
 from cpctl.durations import seconds
 from cpctl.errors import CpctlError
 from cpctl.resources import KINDS
@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     _config_commands(sub)
     _read_commands(sub)
     _action_commands(sub)
+    _rollout_commands(sub)
     _file_commands(sub)
     p = sub.add_parser("version", parents=[_common()], help="cpctl's version and the server's API version",
                        description="Print cpctl's version, the API version it speaks, and the server's.",
@@ -290,6 +291,96 @@ def _action_commands(sub: Any) -> None:
     p.add_argument("--wait", action="store_true", help="wait until the scale request completes")
     p.add_argument("--timeout", type=seconds, metavar="DURATION", help="give up waiting after this long (exit 3)")
     p.set_defaults(func=actions.scale)
+
+
+# -- rollouts and vector runs -------------------------------------------------------------------
+
+def _rollout_commands(sub: Any) -> None:
+    ro = sub.add_parser("rollout", help="preview, start, watch and steer driver rollouts",
+                        description="Driver rollouts: preview one (nothing written), start it, watch it to its end, "
+                                    "pause, resume, abort or roll it back.",
+                        epilog=_example("cpctl rollout preview --combination 7 --tier hybrid_inference",
+                                        "cpctl rollout create --combination 7 --reason 'driver 2.4.0' --wait",
+                                        "cpctl rollout pause 12 --reason 'peak hour'"),
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rsub = ro.add_subparsers(dest="rollout_command", metavar="SUBCOMMAND", required=True)
+
+    def scope(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--combination", required=True, metavar="ID", help="the version combination to roll out")
+        p.add_argument("--tier", action="append", metavar="TIER", help="only this tier (kind or id; repeatable)")
+        p.add_argument("--rack", action="append", metavar="RACK", help="only this rack (name or id; repeatable)")
+        p.add_argument("--node", action="append", metavar="NODE", help="only this node (hostname; repeatable)")
+        p.add_argument("--canary", metavar="N|P%", help="canary per tier: nodes (1) or a percentage ('10%%')")
+        p.add_argument("--wave-size", type=int, metavar="N", help="nodes per wave (default 4)")
+        p.add_argument("--max-unavailable", metavar="N|P%", help="per tier at once, never past the floor (25%%)")
+        p.add_argument("--bake", type=seconds, metavar="DURATION", help="wait after each wave, e.g. 10m (default)")
+        p.add_argument("--on-failure", choices=["rollback", "pause"], help="what a failed gate does (rollback)")
+        p.add_argument("--suite", metavar="ID", help="vector suite (default: the one that validated it)")
+
+    p = rsub.add_parser("preview", parents=[_common(("text", "json", "yaml"))],
+                        help="what a rollout would do: waves, capacity, gates (writes nothing)",
+                        description="Waves node by node, each tier's capacity during each wave against its floor, "
+                                    "the nodes left out and why, and the gates as a dry run. A read: viewers may.",
+                        epilog=_example("cpctl rollout preview --combination 7 --rack rack-1 --wave-size 2"),
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    scope(p)
+    p.set_defaults(func=rollouts.preview)
+    p = rsub.add_parser("create", parents=[_common()], help="start a rollout",
+                        description="Start a rollout. While a dry-run gate fails the server refuses (exit 1, its "
+                                    "words printed); --override names each failing gate to start past it.",
+                        epilog=_example("cpctl rollout create --combination 7 --reason 'driver 2.4.0 validated'",
+                                        "cpctl rollout create --combination 5 --override downgrade "
+                                        "--reason 'back to the validated driver' --wait"),
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    scope(p)
+    p.add_argument("--reason", required=True, help="why (kept with the rollout and in the audit trail)")
+    p.add_argument("--override", action="append", metavar="GATE",
+                   help="a failing gate to start past (repeatable; audited)")
+    p.add_argument("--wait", action="store_true", help="watch it to its end (exit 0 completed, 1 otherwise)")
+    p.add_argument("--timeout", type=seconds, metavar="DURATION", help="give up watching after this long (exit 3)")
+    p.set_defaults(func=rollouts.create)
+    p = rsub.add_parser("watch", parents=[_common()], help="follow a rollout to its end",
+                        description="Print a line each time the rollout's state, wave or what it waits for changes; "
+                                    "exit 0 when it completed, 1 when it ended otherwise, 3 on --timeout.",
+                        epilog=_example("cpctl rollout watch 12 --timeout 2h"),
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("rollout", metavar="ROLLOUT", help="the rollout's id")
+    p.add_argument("--timeout", type=seconds, metavar="DURATION", help="give up after this long (exit 3)")
+    p.set_defaults(func=rollouts.watch)
+    for verb, what in [("pause", "no new node starts; nodes in progress finish their steps"),
+                       ("resume", "go on with a paused rollout"),
+                       ("abort", "stop: nodes in progress finish, the rest stay as they are"),
+                       ("rollback", "every upgraded node back to its last-known-good versions")]:
+        p = rsub.add_parser(verb, parents=[_common()], help=what, description=what[0].upper() + what[1:] + ".",
+                            epilog=_example(f"cpctl rollout {verb} 12 --reason 'peak hour'"),
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("rollout", metavar="ROLLOUT", help="the rollout's id")
+        p.add_argument("--reason", required=True, help="why (kept in the audit trail)")
+        p.set_defaults(func=rollouts.control)
+
+    vec = sub.add_parser("vectors", help="run regression test vectors",
+                         description="Regression test vectors: run a suite on a combination's modules or on modules "
+                                     "named, and wait for the verdict.",
+                         epilog=_example("cpctl vectors run --suite onnx-int8 --combination 7 --reason nightly --wait"),
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    vsub = vec.add_subparsers(dest="vectors_command", metavar="SUBCOMMAND", required=True)
+    p = vsub.add_parser("run", parents=[_common()], help="run a suite and (with --wait) wait for its verdict",
+                        description="Run a vector suite on the modules that are on a combination now, or on the "
+                                    "modules named; --wait ends 0 when it passed, 1 when it failed, erred or was "
+                                    "cancelled, 3 on --timeout.",
+                        epilog=_example("cpctl vectors run --suite onnx-int8 --combination 7 --reason 'after the "
+                                        "firmware update' --wait", "cpctl vectors run --suite 3 --module AX-0042 "
+                                        "--reason reseated"),
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--suite", required=True, metavar="SUITE", help="the suite's id or name")
+    p.add_argument("--combination", metavar="ID", help="run on the modules on this combination now")
+    p.add_argument("--module", action="append", metavar="SERIAL", help="run on this module (repeatable)")
+    p.add_argument("--reason", default="", help="why (kept with the run)")
+    p.add_argument("--run-timeout", type=seconds, metavar="DURATION", help="the run's own timeout (server: 10m)")
+    p.add_argument("--wait", action="store_true", help="wait for the verdict")
+    p.add_argument("--timeout", type=seconds, metavar="DURATION",
+                   help="give up waiting after this long (exit 3; default the run's timeout and a minute)")
+    p.set_defaults(func=rollouts.vectors_run)
 
 
 # -- fleet files -------------------------------------------------------------------------------

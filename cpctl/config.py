@@ -141,7 +141,7 @@ def resolve(config: Config, *, context: str | None, env: Mapping[str, str] | Non
     server = env.get("CPCTL_SERVER") or (base.server if base else "")
     token = env.get("CPCTL_TOKEN") or (base.token if base else "")
     if not server or not token:
-        missing = " and ".join(w for w, v in (("a server", server), ("a token", token)) if not v)
-        raise UsageError(f"no {missing}: run `cpctl config set-context NAME --server URL --token TOKEN`, "
+        missing = " and ".join(w for w, v in (("server", server), ("token", token)) if not v)
+        raise UsageError(f"no {missing} to use: run `cpctl config set-context NAME --server URL --token TOKEN`, "
                          "or set CPCTL_SERVER and CPCTL_TOKEN")
     return Context(name=name or "(environment)", server=normalise_server(server), token=token)

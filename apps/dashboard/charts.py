@@ -205,9 +205,14 @@ def node_figure(history: dict[str, Any]) -> dict[str, Any]:
     fig.add_trace(go.Scatter(x=x, y=[p["in_flight_mean"] for p in pts], name="in flight", mode="lines",
                              yaxis="y2", line={"color": "#e07b00", "width": 2, "dash": "dot"}))
     _layout(fig, ytitle="utilisation", yformat=".0%")
+    # Requests in flight are counted: whole-number ticks on their own axis (not synced to the
+    # utilisation grid, which gave 0.9 / 1.9 / 2.8), a step of one while the counts are small
+    # (Plotly's own step would be 0.5 there), and at least 0–4 so a quiet node's axis is readable.
+    peak = max((p["in_flight_mean"] or 0 for p in pts), default=0)
     fig.update_layout(yaxis={"range": [0, 1], "rangemode": "normal"},
-                      yaxis2={"overlaying": "y", "side": "right", "rangemode": "tozero", "showgrid": False,
-                              "tickformat": ".1~f", "title": {"text": "in flight"}}, margin={"r": 56})
+                      yaxis2={"overlaying": "y", "side": "right", "showgrid": False, "tickmode": "auto",
+                              "range": [0, max(4.0, peak * 1.1)], "dtick": 1 if peak <= 8 else None,
+                              "tickformat": ",d", "title": {"text": "in flight"}}, margin={"r": 56})
     return as_json(fig)
 
 

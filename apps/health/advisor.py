@@ -109,7 +109,7 @@ ADVICE: dict[str, list[Cause]] = {
     "vector_regression": [
         Cause("The module's driver/framework combination is not bit-compatible: one INT8 operator loses precision "
               "(array problems are usually one version off)", "The regression run named in the evidence: its "
-              "failing cases, the operator and the worst error; the combination's runs on /versions/",
+              "failing cases, the operator and the worst error; the combination's runs on /vectors/",
               "Roll the module back to the last pinned combination; block the combination if its twins fail too"),
         Cause("The module itself computes wrong (silent data corruption): its outputs differ from twins on the "
               "same combination", "The run's fingerprint: is this module the only one whose outputs differ?",

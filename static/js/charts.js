@@ -35,10 +35,21 @@ export function draw(div, fig, config) {
     delete fig.layout.height;
   }
   fig.layout.datarevision = ++revision;
-  return Plotly.react(div, fig.data, themed(fig.layout), config || LIVE_CONFIG).then(() => {
+  return firstReact(div, fig.data, themed(fig.layout), config || LIVE_CONFIG).then(() => {
     if (!div.__shape) { div.__shape = true; div.on("plotly_afterplot", () => fitPlot(div)); }
     fitPlot(div);
   });
+}
+
+/* Plotly.react, except that a chart's first drawing leaves its button menus (the latency chart's
+ * p50/p95/p99) to a relayout after it: drawn at once, the menus push the top margin out in the
+ * middle of the first layout and Plotly writes its axis lines with NaN coordinates ("MNaN" errors
+ * in the console on every first load). */
+function firstReact(div, data, layout, config) {
+  const menus = layout.updatemenus;
+  if (div._fullLayout || !menus) return Plotly.react(div, data, layout, config);
+  const { updatemenus, ...rest } = layout;
+  return Plotly.react(div, data, rest, config).then(() => Plotly.relayout(div, { updatemenus }));
 }
 
 /* Redraw a chart whose traces were changed in place (live tails, recoloured cells). */
@@ -51,5 +62,5 @@ export function redraw(div) {
 export function plot(div, fig, config) {
   if (typeof div === "string") div = document.getElementById(div);
   if (!div || !fig || !window.Plotly) return Promise.resolve();
-  return Plotly.react(div, fig.data, themed(fig.layout), config || STATIC_CONFIG);
+  return firstReact(div, fig.data, themed(fig.layout), config || STATIC_CONFIG);
 }

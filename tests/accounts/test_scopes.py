@@ -320,15 +320,15 @@ def test_the_versions_page_offers_vector_runs_and_validation_only_within_the_sco
     validate = f'data-url="/api/v1/version-combinations/{fleet.candidate.pk}/validate/"'
 
     team = _page("team-hybrid-versions", ScopeKind.TIERS, [TierKind.HYBRID_INFERENCE])
-    html = team.get("/versions/").content.decode()
+    html = team.get("/vectors/").content.decode()
     assert run not in html and "running: modules outside your scope" in html
     assert validate not in html and "validating: gray pool outside your scope" in html
     crew = _page("team-rack-versions", ScopeKind.RACKS, ["rack-a"])
-    html = crew.get("/versions/").content.decode()
+    html = crew.get("/vectors/").content.decode()
     assert validate in html and run not in html
 
     theirs.modules.update(driver_version="9.9.9")  # now only hybrid nodes run the pinned combination
-    html = team.get("/versions/").content.decode()
+    html = team.get("/vectors/").content.decode()
     assert run in html and "running: modules outside your scope" not in html
 
 

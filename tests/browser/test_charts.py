@@ -129,3 +129,41 @@ def test_charts_keep_their_shape_when_the_window_shrinks(browser_page: Any, live
     assert not small, f"plot areas under 200 px at 1280×800 (at 1440×900: {before}): {small}"
     overlaps = {n for n, o in page.evaluate(OVERLAPS).items() if o}
     assert not overlaps, f"legend over the axis labels at 1280×800: {overlaps}"
+
+
+MODEBAR_OVER_TITLES = """name => { const d = document.querySelector(`[data-figure="${name}"]`);
+    const bar = d.querySelector('.modebar');
+    if (!bar || getComputedStyle(bar).display === 'none') return [];
+    const b = bar.getBoundingClientRect();
+    return [...d.querySelectorAll('.g-ytitle text, .g-y2title text, .legend')].filter(t => {
+        const r = t.getBoundingClientRect();
+        return r.width && r.bottom > b.top && r.top < b.bottom && r.right > b.left && r.left < b.right;
+    }).map(t => t.textContent); }"""
+
+
+def test_the_node_chart_counts_in_flight_in_whole_requests_and_keeps_its_titles_clear(
+        browser_page: Any, live_server: Any, demo_fleet: dict[str, Any]) -> None:
+    """Requests in flight are counted, so the node chart's right axis ticks whole numbers (it once
+    read 1.6 / 3.2 / 4.7); the mode bar sits clear of the axis titles and the legend; a first load
+    logs no chart error ("MNaN" came from a date axis given an empty range)."""
+    _history(minutes=5)
+    page = browser_page
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    login_by_cookie(page, live_server, BROWSER_USER, next_url="/")
+    _drawn(page, TIME_CHARTS)
+    node = Node.objects.get(hostname="n-r1-07")
+    page.goto(f"{live_server.url}/nodes/{node.pk}/")
+    _drawn(page, ["node", "modules"])
+    y2 = page.eval_on_selector_all('[data-figure="node"] .y2tick text', "ts => ts.map(t => t.textContent)")
+    assert len(y2) >= 2, f"no ticks on the in-flight axis: {y2}"
+    assert all(t.replace(",", "").isdigit() for t in y2), f"in-flight ticks are not whole requests: {y2}"
+    page.hover('[data-figure="node"] .nsewdrag')  # the mode bar shows on hover
+    page.wait_for_selector('[data-figure="node"] .modebar-container .modebar', state="visible")
+    for name in ["node", "modules"]:
+        page.hover(f'[data-figure="{name}"] .nsewdrag')
+        covered = page.evaluate(MODEBAR_OVER_TITLES, name)
+        assert not covered, f"the {name} chart's mode bar covers {covered}"
+    screenshot(page, "charts-node")
+    assert not [e for e in errors if "NaN" in e], f"chart errors on load: {errors}"

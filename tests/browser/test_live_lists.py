@@ -92,6 +92,9 @@ def test_the_node_list_and_the_audit_log_follow_the_fleet_pause_and_catch_up(bro
     page.set_viewport_size({"width": 390, "height": 844})
     page.locator("#node-table").scroll_into_view_if_needed()
     screenshot(page, "nodes-load-saved-view-390", full_page=False)
+    # on a phone the load columns are on screen beside the hostname and state, not behind a scroll
+    right = page.evaluate(f"() => document.querySelector('{heading}').getBoundingClientRect().right")
+    assert right <= 390, f"the in-flight column ends at {right} px on a 390 px screen"
     page.set_viewport_size({"width": 1440, "height": 900})
     with page.expect_navigation():
         page.click("#saved-view-clear")

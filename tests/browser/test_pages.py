@@ -140,3 +140,26 @@ def test_it_fits_every_page_in_a_narrow_window(browser_page: Any, live_server: A
             screenshot(page, f"narrow-{name}", full_page=False)
         assert overflow <= 0, f"{url} is {overflow}px wider than a 1024px window"
     screenshot(page, "narrow-audit", full_page=False)
+
+
+def test_every_nav_link_lands_on_the_page_its_label_names(browser_page: Any, live_server: Any,
+                                                          demo_fleet: dict[str, Any]) -> None:
+    """The nav's words and the pages' headings agree: "Vectors" opens the vector runs at /vectors/,
+    "Combinations" the version combinations (the nav once said "Versions" for /combinations/ and
+    "Vectors" for /versions/)."""
+    page = browser_page
+    login_by_cookie(page, live_server, BROWSER_USER, next_url="/")
+    links = page.eval_on_selector_all(
+        "nav.mainnav a", "as => as.map(a => [a.textContent.trim(), a.getAttribute('href')])")
+    assert len(links) >= 10
+    for label, href in links:
+        if href.startswith("/api/") or href.startswith("/admin/"):
+            continue  # Swagger UI and Django's admin name themselves
+        page.goto(f"{live_server.url}{href}")
+        assert page.url == f"{live_server.url}{href}", f"{label}: {href} redirected to {page.url}"
+        word = label.lower().rstrip("s")
+        heading = page.inner_text("h1").lower()
+        assert word in heading or word in href, f"nav {label!r} ({href}) opens a page headed {heading!r}"
+        assert word in href.strip("/").replace("-", " ") or href == "/", f"nav {label!r} goes to {href}"
+    page.goto(f"{live_server.url}/versions/")  # the vector page's first address still answers
+    assert page.url == f"{live_server.url}/vectors/"

@@ -64,7 +64,8 @@ def test_usage_errors_exit_2_before_anything_is_sent(capsys: pytest.CaptureFixtu
 def test_every_command_has_help_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["get", "nodes"], ["get", "findings"], ["describe", "node"], ["drain"], ["cordon"], ["uncordon"],
                  ["quarantine"], ["release"], ["scale"], ["config", "set-context"], ["config", "get-contexts"],
-                 ["completion"], ["version"], []):
+                 ["completion"], ["version"], ["rollout", "preview"], ["rollout", "create"], ["rollout", "watch"],
+                 ["rollout", "pause"], ["rollout", "rollback"], ["vectors", "run"], []):
         with pytest.raises(SystemExit) as exited:
             main([*argv, "--help"])
         assert exited.value.code == 0

@@ -68,7 +68,7 @@ def test_context_flag_and_environment_choose_the_server_and_token() -> None:
     assert (ctx.server, ctx.token) == ("http://x", "t")
     with pytest.raises(UsageError, match="no such context"):
         config.resolve(cfg, context="staging", env={})
-    with pytest.raises(UsageError, match="no a token"):
+    with pytest.raises(UsageError, match="no token to use"):
         config.resolve(config.Config(), context=None, env={"CPCTL_SERVER": "http://x"})
 
 

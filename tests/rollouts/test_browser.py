@@ -67,6 +67,11 @@ def test_an_operator_previews_a_downgrade_starts_it_past_its_gates_then_pauses_r
     assert start.is_enabled()
     assert blocking(Axe(), page, "the new rollout's preview") == []
     screenshot(page, "rollout-preview")
+    page.set_viewport_size({"width": 390, "height": 844})  # the preview on a phone: nothing sideways
+    page.locator("#preview").scroll_into_view_if_needed()
+    screenshot(page, "rollout-preview-390")
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    page.set_viewport_size({"width": 1440, "height": 900})
     start.click()
     page.wait_for_url("**/rollouts/*/")
     rollout = Rollout.objects.get()

@@ -1,4 +1,4 @@
-"""Operators validate a candidate from /versions/ (a reason for the audit log) and land on the
+"""Operators validate a candidate from /vectors/ (a reason for the audit log) and land on the
 run's page; viewers see no actions."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def test_an_operator_validates_a_candidate_from_the_versions_page(  # type: igno
     user_ensure(username=OPERATOR, password=PASSWORD, role="operator")
     candidate = VersionCombination.objects.get(state=CombinationState.CANDIDATE)
     page = browser_page
-    login_by_cookie(page, live_server, OPERATOR, next_url="/versions/")
+    login_by_cookie(page, live_server, OPERATOR, next_url="/vectors/")
     page.click(f"tr[data-combination='{candidate.pk}'] button[data-vector-action=validate]")
     page.fill("#action-reason", "new driver for the AX modules")  # the reason dialog
     with page.expect_navigation(url="**/vector-runs/*/"):
@@ -41,6 +41,6 @@ def test_an_operator_validates_a_candidate_from_the_versions_page(  # type: igno
 
 def test_viewers_see_no_actions(browser_page: Any, live_server: Any, demo_fleet: dict[str, Any]) -> None:  # type: ignore[no-untyped-def]
     page = browser_page
-    login_by_cookie(page, live_server, BROWSER_USER, next_url="/versions/")
+    login_by_cookie(page, live_server, BROWSER_USER, next_url="/vectors/")
     assert page.locator("button[data-vector-action]").count() == 0
     assert page.locator("tr[data-combination]").count() == VersionCombination.objects.count()

@@ -156,7 +156,7 @@ def test_the_pages_show_runs_per_combination_and_a_runs_results(client, viewer_u
     run_advance(run.pk)
     client.force_login(viewer_user)
 
-    versions = client.get("/versions/")
+    versions = client.get("/vectors/")
     assert versions.status_code == 200
     page = versions.content.decode()
     assert f'data-run="{run.pk}"' in page and "17 pass, 0 fail, 27 unsupported, 1 error" in page
