@@ -27,7 +27,8 @@ The role policy:
   the role and scope they were given; they have no session, so no page, admin page or websocket.
   An expired or revoked token is nobody.
 - **Anonymous** callers (and expired sessions) reach only the health probes, the
-  login page and static assets.
+  login page and static assets, and a joining node's two routes (its join and its poll), which
+  read no credentials and prove themselves in the body: a bootstrap token, an enrolment secret.
 
 Callers: ``anonymous``, ``viewer``, ``operator``, ``admin`` (users: an API token
 for ``api/`` routes, a session for pages), ``node_key`` (the key of the node a
@@ -90,6 +91,8 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "nodes/<int:pk>/": PAGE,
     "combinations/": PAGE,
     "drift/": PAGE,
+    "enrolments/": PAGE,
+    "enrolments/decide/": {"POST": ADMINS},  # the enrolment page's approve and reject form
     "audit/": PAGE,
     "planner/": PAGE,
     "operations/": PAGE,
@@ -126,6 +129,7 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "api/v1/modules/<int:pk>/release/": OPERATOR_ACTION,
     "api/v1/tiers/<int:pk>/scale/": OPERATOR_ACTION,
     "api/v1/nodes/<int:pk>/gray/": {"POST": ADMINS},
+    "api/v1/nodes/<int:pk>/decommission/": {"POST": ADMINS},  # revoke its keys and retire it, for good
     "api/v1/schedulable/": {"GET": VIEWERS | {"gateway_key"}},
     "api/v1/drains/": READ,
     "api/v1/drains/<pk>/": READ,
@@ -175,6 +179,19 @@ POLICY: dict[str, dict[str, frozenset[str]]] = {
     "api/v1/agent-tokens/<pk>/": {"GET": ADMINS},
     "api/v1/agent-tokens/<pk>/revoke/": {"POST": ADMINS},
     "api/v1/agent-tokens/<pk>/rotate/": {"POST": ADMINS},
+    # Self-enrolment: admins hold the bootstrap tokens and decide; viewers read the enrolments; a joining
+    # agent proves itself in the body (a bootstrap token to join, its enrolment secret to poll), so the
+    # role check lets everyone through to that proof.
+    "api/v1/bootstrap-tokens/": {"GET": ADMINS, "POST": ADMINS},
+    "api/v1/bootstrap-tokens/<pk>/": {"GET": ADMINS},
+    "api/v1/bootstrap-tokens/<pk>/revoke/": {"POST": ADMINS},
+    "api/v1/enrolments/": {"GET": VIEWERS, "POST": EVERYONE},
+    "api/v1/enrolments/<pk>/": READ,
+    "api/v1/enrolments/approve/": {"POST": ADMINS},
+    "api/v1/enrolments/reject/": {"POST": ADMINS},
+    "api/v1/enrolments/<pk>/approve/": {"POST": ADMINS},
+    "api/v1/enrolments/<pk>/reject/": {"POST": ADMINS},
+    "api/v1/enrolments/<pk>/claim/": {"POST": EVERYONE},
     # Telemetry reads and commands to agents.
     "api/v1/fleet/snapshot/": READ,
     "api/v1/fleet/series/queue-depth/": READ,

@@ -359,6 +359,7 @@ SPECTACULAR_SETTINGS = {
         "TierKindEnum": "apps.inventory.choices.TierKind",
         "FaultKindEnum": "apps.simulator.choices.FaultKind",
         "AgentKindEnum": "apps.agents.choices.AgentKind",
+        "EnrolmentStateEnum": "apps.agents.choices.EnrolmentState",
         "BulkNodeActionEnum": "apps.operations.api.serializers.BULK_ACTIONS",
     },
 }

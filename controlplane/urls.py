@@ -37,6 +37,7 @@ urlpatterns = [
     path("", include("apps.accounts.urls")),
     path("", include("apps.dashboard.urls")),
     path("", include("apps.inventory.urls")),
+    path("", include("apps.agents.urls")),
     path("", include("apps.audit.urls")),
     path("", include("apps.planner.urls")),
     path("", include("apps.operations.urls")),

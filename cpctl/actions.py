@@ -1,6 +1,7 @@
 """Fleet actions: cordon, uncordon, drain (optionally waiting until drained), quarantine and
-release a module, scale a tier. Each is one POST with an Idempotency-Key; a refusal is printed
-as the server worded it (the capacity guard's numbers, the holder of a hold) and exits 1."""
+release a module, scale a tier, approve or reject nodes that joined. Each is one POST with an
+Idempotency-Key; a refusal is printed as the server worded it (the capacity guard's numbers, the
+holder of a hold) and exits 1."""
 
 from __future__ import annotations
 
@@ -211,3 +212,46 @@ def _wait_scaled(session: Session, client: Client, req: dict[str, Any], *, timeo
             last = line
     session.out.write(f"scale request {req['id']} {req['state']}\n")
     return errors.DONE if req["state"] == "completed" else errors.REFUSED
+
+
+def enrolment_by_name(client: Client, name: str) -> dict[str, Any]:
+    """An enrolment by id, or the pending one of a hostname."""
+    if name.isdigit():
+        return dict(client.get(f"{KINDS['enrolments'].path}{name}/"))
+    return client.one(KINDS["enrolments"].path, {"hostname": name, "state": "pending"},
+                      f"pending enrolment of {name!r}")
+
+
+def approve(session: Session) -> int:
+    """One bulk approval of every enrolment named: all approved, or none (each refusal printed)."""
+    args = session.args
+    if args.slot is not None and len(args.enrolments) > 1:
+        raise errors.UsageError("--slot places one node: name one enrolment, or approve them one by one")
+    place = {k: v for k, v in (("rack", args.rack), ("slot", args.slot), ("tier", args.tier)) if v is not None}
+    with session.client() as client:
+        try:
+            found = [enrolment_by_name(client, name) for name in args.enrolments]
+            _, done = client.act(f"{KINDS['enrolments'].path}approve/",
+                                 {"items": [{"enrolment": e["id"], **place} for e in found], "reason": args.reason})
+        except Refused as exc:
+            _refused(session, "approve", exc)
+            return errors.REFUSED
+    for e in done:
+        session.out.write(f"enrolment/{e['id']} {e['hostname']} approved: node/{e['node_hostname']} in {e['rack']} "
+                          f"slot {e['slot']}; its agent receives its key at its next poll\n")
+    return errors.DONE
+
+
+def reject(session: Session) -> int:
+    args = session.args
+    with session.client() as client:
+        try:
+            found = [enrolment_by_name(client, name) for name in args.enrolments]
+            _, done = client.act(f"{KINDS['enrolments'].path}reject/",
+                                 {"enrolments": [e["id"] for e in found], "reason": args.reason})
+        except Refused as exc:
+            _refused(session, "reject", exc)
+            return errors.REFUSED
+    for e in done:
+        session.out.write(f"enrolment/{e['id']} {e['hostname']} rejected\n")
+    return errors.DONE

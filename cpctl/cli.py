@@ -176,7 +176,7 @@ def config_delete_context(session: Session) -> int:
 # -- reads --------------------------------------------------------------------------------------
 
 def _read_commands(sub: Any) -> None:
-    get = sub.add_parser("get", help="list nodes, modules, tiers, findings, rollouts, combinations",
+    get = sub.add_parser("get", help="list nodes, modules, tiers, findings, rollouts, combinations, enrolments",
                          description="List a kind of object, every page of it, filtered as the API filters.",
                          epilog=_example("cpctl get nodes --state draining --state cordoned",
                                          "cpctl get modules --node n-r1-07 -o wide", "cpctl get tiers -o yaml"),
@@ -187,7 +187,8 @@ def _read_commands(sub: Any) -> None:
                    "modules": "cpctl get modules --state quarantined",
                    "tiers": "cpctl get tiers", "findings": "cpctl get findings --state open --severity critical",
                    "rollouts": "cpctl get rollouts --state waves",
-                   "combinations": "cpctl get combinations --state pinned -o json"}[kind.name]
+                   "combinations": "cpctl get combinations --state pinned -o json",
+                   "enrolments": "cpctl get enrolments --state pending -o wide"}[kind.name]
         p = gsub.add_parser(kind.name, aliases=list(kind.aliases), parents=[_common(output.FORMATS)],
                             help=f"list {kind.name}", epilog=_example(example),
                             description=f"List {kind.name} ({kind.path}); name some to get only those.",
@@ -257,6 +258,26 @@ def _action_commands(sub: Any) -> None:
         p.add_argument("modules", nargs="+", metavar="MODULE", help="module serials")
         reason(p)
         p.set_defaults(func=actions.module_action)
+    p = sub.add_parser("approve", parents=[_common()], help="approve nodes that joined (admins)",
+                       description="Approve pending enrolments, all or none: their nodes and modules are created "
+                                   "where --rack and --slot say (default: prefilled from the agent's location "
+                                   "hint), and each agent receives its node key at its next poll.",
+                       epilog=_example("cpctl approve n-r2-01 n-r2-02 --reason 'rack r2 delivery'",
+                                       "cpctl approve 17 --rack rack-2 --slot 9 --reason 'moved'"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("enrolments", nargs="+", metavar="ENROLMENT", help="enrolment ids, or the hostnames they joined as")
+    p.add_argument("--rack", help="the rack to place them in (its name)")
+    p.add_argument("--slot", type=int, help="the slot (one enrolment only)")
+    p.add_argument("--tier", help="the tier (its kind), when the bootstrap token's scope names none")
+    p.add_argument("--reason", default="", help="why (kept in the audit trail)")
+    p.set_defaults(func=actions.approve)
+    p = sub.add_parser("reject", parents=[_common()], help="reject nodes that joined (admins)",
+                       description="Reject pending enrolments, all or none; each agent is told the reason and stops.",
+                       epilog=_example("cpctl reject n-r2-03 --reason 'no ECC memory'"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("enrolments", nargs="+", metavar="ENROLMENT", help="enrolment ids, or the hostnames they joined as")
+    p.add_argument("--reason", required=True, help="why (the agent and the audit trail show it)")
+    p.set_defaults(func=actions.reject)
     p = sub.add_parser("scale", parents=[_common()], help="set a tier's number of active nodes",
                        description="Ask for a tier's number of active nodes: standby nodes are activated, or the "
                                    "least busy active nodes drained back to standby.",

@@ -1,4 +1,6 @@
-"""Entry point: ``python -m agent.cp_agent --api URL --token KEY --node HOSTNAME``."""
+"""Entry point: ``python -m agent.cp_agent --api URL --token KEY --node HOSTNAME``, or, on a node with no
+key yet, ``python -m agent.cp_agent --api URL --bootstrap-token T`` (it joins, waits for approval, keeps
+the key it is given in its buffer dir and reports with it)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ import sys
 import threading
 from pathlib import Path
 
-from agent.cp_agent import __version__
+from agent.cp_agent import __version__, enrol
 from agent.cp_agent.backends import make_backend
+from agent.cp_agent.backoff import Backoff
 from agent.cp_agent.client import ApiClient
 from agent.cp_agent.commands import CommandRegistry
 from agent.cp_agent.hooks import ACTIONS, DEFAULT_TIMEOUT_S, Hook, register_actions
@@ -68,6 +71,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--api", default=os.environ.get("CP_API_URL", ""), help="API base URL (env CP_API_URL)")
     p.add_argument("--token", default=os.environ.get("CP_AGENT_TOKEN", ""),
                    help="this node's agent key (env CP_AGENT_TOKEN)")
+    enrol = p.add_argument_group("joining", "a node with no key joins with a bootstrap token: it sends its host's "
+                                 "facts and modules, waits for an admin (or the token's policy) to approve, stores "
+                                 "the node key it is given (0600) in --buffer-dir and reports with it; a later "
+                                 "start uses the stored key")
+    enrol.add_argument("--bootstrap-token", default=os.environ.get("CP_BOOTSTRAP_TOKEN", ""),
+                       help="the bootstrap token an admin issued (env CP_BOOTSTRAP_TOKEN)")
+    enrol.add_argument("--location", default=os.environ.get("CP_LOCATION", ""), metavar="RACK/SLOT",
+                       help="where the node sits, prefilling the approval (default: the chassis asset tag)")
+    enrol.add_argument("--discover", default=os.environ.get("CP_DISCOVER", "none"), metavar="command:CMD",
+                       help="how the modules are found: command:CMD runs a vendor tool that prints a JSON list of "
+                            "{serial, vendor, model, slot, pcie_lanes, firmware_version, driver_version, "
+                            "framework_version}; none: no modules (default)")
+    enrol.add_argument("--machine-id", default=os.environ.get("CP_MACHINE_ID", ""),
+                       help="the host's stable id, by which a re-join is matched (default: /etc/machine-id)")
+    enrol.add_argument("--facts", default=os.environ.get("CP_FACTS", ""), metavar="FILE",
+                       help="a JSON object of host facts that replace what the host tells (e.g. "
+                            '{"ecc_memory": true, "memory_channels": 8} where only the BMC knows)')
+    enrol.add_argument("--enrol-poll", type=float, default=10.0, metavar="SECONDS",
+                       help="seconds between polls while the join waits for approval (default 10)")
     p.add_argument("--node", default=os.environ.get("CP_NODE", socket.gethostname()),
                    help="hostname of this node in the inventory (env CP_NODE; default: the host name)")
     p.add_argument("--interval", type=float, default=float(os.environ.get("CP_INTERVAL", "5")),
@@ -123,8 +145,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--log-level", default=os.environ.get("CP_LOG_LEVEL", "INFO"))
     p.add_argument("--version", action="version", version=f"cp-agent {__version__}")
     args = p.parse_args(argv)
-    if not args.api or not args.token:
-        p.error("--api and --token (or CP_API_URL and CP_AGENT_TOKEN) are required")
+    if not args.api or not (args.token or args.bootstrap_token):
+        p.error("--api and --token (or CP_API_URL and CP_AGENT_TOKEN) are required; a node with no key yet "
+                "joins with --bootstrap-token")
+    if args.enrol_poll <= 0:
+        p.error("--enrol-poll must be above 0")
     if not args.in_flight_from:
         p.error(f"--in-flight-from is required: {SPEC_HELP} (say none explicitly when the node has no serving "
                 "process to ask; in_flight is then reported as unknown)")
@@ -156,11 +181,51 @@ def _known_modules(client: ApiClient) -> list[str]:
     return serials
 
 
+def _enrolled(args: argparse.Namespace, buffer_dir: Path, stop: threading.Event) -> int:
+    """Give ``args`` a node key and the node's hostname: the one stored by an earlier join, or a new join's
+    once approved. 0 when it has them; otherwise the exit code (stopped while waiting: 0 too)."""
+    stored = enrol.stored_identity(buffer_dir)
+    if stored is not None:
+        args.token, args.node = stored.key, stored.hostname or args.node
+        log.info("using the node key stored in %s (node %s)", buffer_dir / enrol.KEY_FILE, args.node)
+        return 0
+    try:
+        facts = enrol.host_facts()
+        if args.facts:
+            facts.update(enrol.load_facts_file(args.facts))
+        modules = enrol.discover_modules(args.discover)
+        machine = args.machine_id or enrol.machine_id()
+        if not machine:
+            raise enrol.EnrolError("no machine id: /etc/machine-id is unreadable; give --machine-id")
+        enroller = enrol.Enroller(api_url=args.api, bootstrap_token=args.bootstrap_token, buffer_dir=buffer_dir,
+                                  hostname=args.node, machine_id=machine, facts=facts, modules=modules,
+                                  location_hint=args.location or facts.get("asset_tag") or "",
+                                  poll_s=args.enrol_poll)
+        try:
+            identity = enroller.run(stop, Backoff(cap=args.backoff_cap))
+        finally:
+            enroller.close()
+    except enrol.EnrolError as exc:
+        log.error("%s", exc)
+        return exc.code
+    if identity is None:
+        return 0
+    args.token, args.node = identity.key, identity.hostname
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     buffer_dir = Path(args.buffer_dir or Path.home() / ".cache" / "cp-agent" / args.node)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    if not args.token:
+        code = _enrolled(args, buffer_dir, stop)
+        if code or stop.is_set():
+            return code
     client = ApiClient(args.api, args.token)
     if not args.modules and args.backend != "none":
         args.modules = _known_modules(client)
@@ -194,9 +259,6 @@ def main(argv: list[str] | None = None) -> int:
         poll_commands=not args.no_commands,
         progress_after=max(0.5, args.progress_after),
     )
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     agent.start()
     stop.wait(args.duration or None)
     # On the way out, give the spool some seconds to reach the API; what is left is sent on the next start.

@@ -5,7 +5,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from apps.agents import models, services
+from apps.agents import enrolments, models, services
 from apps.audit.choices import Source
 from apps.common.errors import Conflict
 
@@ -82,3 +82,46 @@ class NodeCommandAdmin(admin.ModelAdmin):
         command = services.node_command_send(node=obj.node, kind=obj.kind, args=obj.args, actor=request.user,
                                              reason=obj.reason, expires_at=obj.expires_at, source=Source.ADMIN)
         obj.pk = command.pk
+
+
+@admin.register(models.BootstrapToken)
+class BootstrapTokenAdmin(admin.ModelAdmin):
+    """Read and revoke here; issue through the API or the enrolment page (the token is shown once)."""
+
+    list_display = ["__str__", "tier", "uses", "used", "expires_at", "auto_approve", "created_by", "revoked_at"]
+    list_filter = ["tier", "auto_approve", "revoked_at"]
+    search_fields = ["key_prefix", "reason"]
+    readonly_fields = ["key_prefix", "tier", "racks", "uses", "used", "expires_at", "reason", "auto_approve",
+                       "created_at", "created_by", "revoked_at"]
+    fields = tuple(readonly_fields)
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.action(description="Revoke the selected bootstrap tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[models.BootstrapToken]) -> None:
+        for token in queryset:
+            enrolments.bootstrap_token_revoke(token=token, actor=request.user, source=Source.ADMIN)
+
+
+@admin.register(models.Enrolment)
+class EnrolmentAdmin(admin.ModelAdmin):
+    """Read here; approve and reject on the enrolment page or the API (placement and verdicts)."""
+
+    list_display = ["id", "hostname", "state", "machine_id", "rack", "slot", "node", "created_at", "decided_by"]
+    list_filter = ["state", "rejoin"]
+    search_fields = ["hostname", "machine_id", "location_hint"]
+    readonly_fields = ["token", "state", "hostname", "machine_id", "agent_version", "facts", "modules",
+                       "location_hint", "tier", "rack", "slot", "verdicts", "node", "rejoin", "agent_token",
+                       "key_delivered_at", "created_at", "decided_at", "decided_by", "decision_reason"]
+    fields = tuple(readonly_fields)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

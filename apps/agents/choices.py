@@ -1,6 +1,9 @@
-"""Choice classes of the agents app: who an agent is, what it can be told, and how a command stands."""
+"""Choice classes of the agents app: who an agent is, what it can be told, how a command stands, and
+where a joining node's enrolment is."""
 
 from django.db import models
+
+from apps.common.choices import Badge, ColouredChoices
 
 
 class AgentKind(models.TextChoices):
@@ -42,3 +45,12 @@ class CommandState(models.TextChoices):
 FINAL_ACK_STATES = (CommandState.SUCCEEDED, CommandState.FAILED, CommandState.UNKNOWN)
 ACK_STATES = (CommandState.IN_PROGRESS, *FINAL_ACK_STATES)
 FINAL_COMMAND_STATES = frozenset({*FINAL_ACK_STATES, CommandState.EXPIRED})
+
+
+class EnrolmentState(ColouredChoices):
+    """A node agent's request to join: staged ``pending`` until an admin (or the bootstrap token's
+    auto-approve policy) approves it, which creates the node, or rejects it."""
+
+    PENDING = "pending", Badge("Pending", "#4a5bd0")
+    APPROVED = "approved", Badge("Approved", "#1f7a45")
+    REJECTED = "rejected", Badge("Rejected", "#c0392b")

@@ -1,4 +1,5 @@
-"""Agents: the keys of node agents and the gateway, and the command channel to node agents.
+"""Agents: the keys of node agents and the gateway, the command channel to node agents, and the
+bootstrap tokens and enrolments through which a new node's agent joins.
 
 Both models were first part of the telemetry app and keep its tables (``db_table``)."""
 
@@ -9,8 +10,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.agents.choices import AgentKind, CommandState
-from apps.inventory.models import Node
+from apps.agents.choices import AgentKind, CommandState, EnrolmentState
+from apps.inventory.models import Node, Rack, Tier
 
 
 class AgentToken(models.Model):
@@ -92,3 +93,84 @@ class NodeCommand(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.kind} for {self.node} ({self.state})"
+
+
+class BootstrapToken(models.Model):
+    """A shared secret that lets agents without a node key ask to join, within a scope (a tier, racks or
+    both), a number of times, until it expires or is revoked. It never fetches a node key: each join
+    gets an enrolment secret of its own. Only the SHA-256 of the token is stored; it is shown once."""
+
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    key_prefix = models.CharField(max_length=8, editable=False, help_text="First characters of the token")
+    tier = models.ForeignKey(Tier, on_delete=models.PROTECT, null=True, blank=True, related_name="+",
+                             help_text="Scope: the tier the joining nodes go to")
+    racks = models.ManyToManyField(Rack, blank=True, related_name="+",
+                                   help_text="Scope: the racks the joining nodes may be placed in (none: any)")
+    uses = models.PositiveIntegerField(default=1, help_text="How many joins the token admits")
+    used = models.PositiveIntegerField(default=0, editable=False)
+    expires_at = models.DateTimeField()
+    reason = models.TextField()
+    auto_approve = models.BooleanField(
+        default=False, help_text="Approve at once a join that passes every hard admission rule and whose "
+                                 "location hint names a free rack slot in the scope")
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.CharField(max_length=150, blank=True, default="")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.CheckConstraint(condition=Q(used__lte=models.F("uses")),
+                                              name="bootstrap_token_used_within_uses")]
+
+    def __str__(self) -> str:
+        return f"bootstrap token {self.key_prefix}…"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None and self.used < self.uses and self.expires_at > timezone.now()
+
+
+class Enrolment(models.Model):
+    """A joining node as its agent describes it (host facts, modules, a location hint), staged with the
+    admission rules' verdicts until approved (the node and its modules are created, or a re-joining
+    node matched to its record) or rejected. The agent proves it is the one that joined with its own
+    secret (only its hash is stored) and fetches its node key with it once approved."""
+
+    token = models.ForeignKey(BootstrapToken, on_delete=models.PROTECT, related_name="enrolments")
+    state = models.CharField(max_length=16, choices=EnrolmentState.choices, default=EnrolmentState.PENDING)
+    hostname = models.CharField(max_length=128)
+    machine_id = models.CharField(max_length=64, db_index=True)
+    agent_version = models.CharField(max_length=32, blank=True, default="")
+    facts = models.JSONField(default=dict, help_text="The host's facts as the agent sent them")
+    modules = models.JSONField(default=list, help_text="The modules as the agent discovered them")
+    location_hint = models.CharField(max_length=128, blank=True, default="")
+    tier = models.ForeignKey(Tier, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    rack = models.ForeignKey(Rack, on_delete=models.PROTECT, null=True, blank=True, related_name="+",
+                             help_text="Where the node goes: prefilled from the hint, set at approval")
+    slot = models.PositiveIntegerField(null=True, blank=True)
+    verdicts = models.JSONField(default=dict, help_text="The admission rules' findings: errors (hard) and "
+                                                        "warnings (soft)")
+    secret_hash = models.CharField(max_length=64, unique=True, editable=False)
+    node = models.ForeignKey(Node, on_delete=models.SET_NULL, null=True, blank=True, related_name="enrolments",
+                             help_text="The node it created, or the node a re-join was matched to")
+    rejoin = models.BooleanField(default=False, help_text="Matched to an existing node at join")
+    agent_token = models.OneToOneField(AgentToken, on_delete=models.SET_NULL, null=True, blank=True,
+                                       related_name="enrolment", help_text="The node key handed to the agent")
+    key_delivered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.CharField(max_length=150, blank=True, default="")
+    decision_reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["machine_id"], condition=Q(state=EnrolmentState.PENDING),
+                                               name="one_pending_enrolment_per_machine")]
+        indexes = [models.Index(fields=["state", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"enrolment #{self.pk} {self.hostname} ({self.state})"
+
+    @property
+    def hard_errors(self) -> dict[str, list[str]]:
+        return dict((self.verdicts or {}).get("errors") or {})

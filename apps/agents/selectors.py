@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Count, F, QuerySet
+from django.utils import timezone
+
+from apps.agents.choices import EnrolmentState
+from apps.agents.models import BootstrapToken, Enrolment
 from apps.inventory.models import Node
 
 
@@ -19,3 +24,21 @@ def agent_self(*, node: Node) -> dict[str, Any]:
             for m in modules
         ],
     }
+
+
+def enrolment_list(*, state: str = "") -> QuerySet[Enrolment]:
+    """Enrolments, newest first, with what the enrolment page and the API show beside each."""
+    qs = Enrolment.objects.select_related("tier", "rack", "node", "token").order_by("-created_at", "-id")
+    return qs.filter(state=state) if state else qs
+
+
+def enrolment_counts() -> dict[str, int]:
+    """How many enrolments are in each state (every state named, zero included)."""
+    counts = dict(Enrolment.objects.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+    return {s: int(counts.get(s, 0)) for s in EnrolmentState.values}
+
+
+def bootstrap_tokens_active() -> QuerySet[BootstrapToken]:
+    """Tokens that still admit joins: not revoked, not expired, uses left."""
+    return (BootstrapToken.objects.filter(revoked_at__isnull=True, expires_at__gt=timezone.now(), used__lt=F("uses"))
+            .select_related("tier").prefetch_related("racks").order_by("expires_at"))

@@ -60,6 +60,13 @@ def agent_token_revoke(*, token: AgentToken, actor: Any, source: str = Source.AP
     return token
 
 
+def node_keys_revoke(*, node: Node, actor: Any, source: str = Source.API) -> list[AgentToken]:
+    """Revoke every key of ``node``'s agent that still works (each revocation audited): the node is
+    decommissioned, or its reinstalled agent lost them. Revoking none is not an error."""
+    return [agent_token_revoke(token=token, actor=actor, source=source)
+            for token in AgentToken.objects.filter(node=node, kind=AgentKind.NODE, revoked_at__isnull=True)]
+
+
 MAX_ROTATION_OVERLAP_S = 30 * 24 * 3600
 
 

@@ -39,7 +39,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.agents.choices import CommandKind
-from apps.agents.services import node_command_send
+from apps.agents.services import node_command_send, node_keys_revoke
 from apps.audit.choices import Source
 from apps.audit.models import AuditEvent
 from apps.audit.services import actor_identity, actor_name, audit_record
@@ -560,6 +560,23 @@ def node_retire(*, node: Node, reason: str, actor: Any, source: str = Source.API
         _release(hold, actor=actor, reason=f"retired: {reason}")
     _move(node, N.RETIRED, actor=actor, action="node.retire", reason=reason, source=source, related=hold)
     return Result(hold, True)
+
+
+@transaction.atomic
+def node_decommission(*, node: Node, reason: str, actor: Any, source: str = Source.API) -> Result:
+    """Take a node out of the fleet for good: once it no longer serves (drained, standby, maintenance,
+    failed or unreachable), revoke its agent's keys and retire it. Its history and audit trail stay; a
+    retired node is in no count. A serving node is drained first (409 saying how); a retired one is
+    left as it is (changed false)."""
+    _require_reason(reason, "node is decommissioned")
+    locked = lock_node(node)
+    if locked.state == N.RETIRED:
+        return Result(None, False)
+    if locked.state in SERVING_STATES:
+        raise Conflict(f"node {locked.hostname} is {locked.state}: drain it first (POST /api/v1/nodes/{locked.pk}"
+                       "/drain/), then decommission it", extra={"state": locked.state})
+    node_keys_revoke(node=locked, actor=actor, source=source)
+    return node_retire(node=locked, reason=reason, actor=actor, source=source)
 
 
 # ---- modules ----------------------------------------------------------------------------------

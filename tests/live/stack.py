@@ -404,6 +404,20 @@ class LiveStack:
         proc = self._proc(f"agent-{node.hostname}", cmd, env, cls=AgentProc, stats_path=stats)
         return proc.start()  # type: ignore[no-any-return]
 
+    def joining_agent(self, hostname: str, *args: str, bootstrap_token: str, interval: float = 1.0,
+                      env: dict[str, str] | None = None) -> AgentProc:
+        """A real node agent with no key yet: it joins with ``bootstrap_token`` and, once approved, reports
+        with the key it was given (kept in its buffer dir, ``self.dir / f"spool-{hostname}"``)."""
+        assert self.url, "start web() before an agent"
+        spool = self.dir / f"spool-{hostname}"
+        stats = self.dir / f"agent-{hostname}.json"
+        cmd = [sys.executable, "-m", "agent.cp_agent", "--api", self.url, f"--bootstrap-token={bootstrap_token}",
+               "--node", hostname, "--interval", str(interval), "--buffer-dir", str(spool), "--stats-file",
+               str(stats), "--command-wait", "2", "--backoff-cap", "2", "--enrol-poll", "0.5",
+               "--flush-on-stop", "25", "--in-flight-from", "none", *args]
+        proc = self._proc(f"agent-{hostname}", cmd, env, cls=AgentProc, stats_path=stats)
+        return proc.start()  # type: ignore[no-any-return]
+
     # -- the end --------------------------------------------------------------------------------
 
     def stop(self) -> None:

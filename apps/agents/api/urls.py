@@ -6,6 +6,8 @@ from apps.agents.api import views
 router = SimpleRouter()
 router.register("node-commands", views.NodeCommandViewSet, basename="node-command")
 router.register("agent-tokens", views.AgentTokenViewSet, basename="agent-token")
+router.register("bootstrap-tokens", views.BootstrapTokenViewSet, basename="bootstrap-token")
+router.register("enrolments", views.EnrolmentViewSet, basename="enrolment")
 
 urlpatterns = [
     path("agent/self/", views.AgentSelfView.as_view(), name="api-agent-self"),

@@ -206,6 +206,10 @@ class GrayInputSerializer(serializers.Serializer[Any]):
     reason = serializers.CharField(max_length=2000)
 
 
+class DecommissionInputSerializer(serializers.Serializer[Any]):
+    reason = serializers.CharField(max_length=2000, help_text="Why the node leaves the fleet for good")
+
+
 class GrayResultSerializer(serializers.Serializer[Any]):
     changed = serializers.BooleanField()
     node = serializers.DictField(help_text="id, hostname, state, gray")

@@ -21,6 +21,7 @@ urlpatterns = [
     path("nodes/<int:pk>/maintenance/leave/", views.NodeMaintenanceLeaveView.as_view(),
          name="node-maintenance-leave"),
     path("nodes/<int:pk>/gray/", views.NodeGrayView.as_view(), name="node-gray"),
+    path("nodes/<int:pk>/decommission/", views.NodeDecommissionView.as_view(), name="node-decommission"),
     path("modules/<int:pk>/quarantine/", views.ModuleQuarantineView.as_view(), name="module-quarantine"),
     path("modules/<int:pk>/release/", views.ModuleReleaseView.as_view(), name="module-release"),
     path("tiers/<int:pk>/scale/", views.TierScaleView.as_view(), name="tier-scale"),

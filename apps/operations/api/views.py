@@ -334,6 +334,27 @@ class AutoscalerPolicyViewSet(mixins.CreateModelMixin, mixins.UpdateModelMixin, 
 
 
 @extend_schema_view(post=extend_schema(
+    request=s.DecommissionInputSerializer, responses=NODE_RESULTS, parameters=[IDEMPOTENCY],
+    operation_id="node_decommission", tags=["operations"],
+    description="Decommission (admins): a node that no longer serves (drained, standby, maintenance, failed or "
+                "unreachable) has its agent's keys revoked and is retired for good; its history and audit trail "
+                "stay, and it is in no count. 409 for a serving node: drain it first. A retired node answers "
+                "changed=false."))
+class NodeDecommissionView(APIView):
+    permission_classes = [AdminOnly]
+
+    def post(self, request: Request, pk: int) -> Response:
+        def run() -> Response:
+            node = get_object_or_404(Node.objects.select_related("tier", "rack"), pk=pk)
+            ser = s.DecommissionInputSerializer(data=request.data)
+            ser.is_valid(raise_exception=True)
+            result = lifecycle.node_decommission(node=node, reason=ser.validated_data["reason"], actor=request.user)
+            return Response(_node_result(node, result))
+
+        return idempotent(request, run)
+
+
+@extend_schema_view(post=extend_schema(
     request=s.GrayInputSerializer, responses={200: s.GrayResultSerializer, 409: s.ConflictSerializer},
     operation_id="node_gray_pool", tags=["operations"],
     description="Admins put a standby or maintenance node in the gray pool (it validates version combinations and "
