@@ -29,7 +29,7 @@ def test_the_tier_cards_hold_their_figures(browser_page: Any, live_server: Any, 
 
 PAGES = ["/", "/racks/", "/nodes/", "/nodes/{node}/", "/tiers/{tier}/", "/tiers/{external}/", "/combinations/",
          "/drift/", "/vectors/", "/rollouts/", "/rollouts/new/?combination={combination}", "/health/", "/operations/",
-         "/planner/", "/audit/"]
+         "/windows/", "/enrolments/", "/planner/", "/audit/"]
 
 
 @pytest.mark.parametrize("width, height", [(1440, 900), (1280, 800), (390, 844)])
