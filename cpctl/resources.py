@@ -48,7 +48,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in [
          columns=(("NAME", key("hostname")), ("STATE", key("state")), ("TIER", key("tier_kind")),
                   ("RACK", key("rack_name")), ("MODULES", key("module_count"))),
          wide=(("SLOT", key("slot")), ("CPU", lambda o: f"{o.get('cpu_cores')}c {o.get('cpu_clock_ghz')}GHz"),
-               ("ECC", key("ecc_memory")), ("WARNINGS", _count("warnings")), ("ACTIONS", key("allowed_actions"))),
+               ("ECC", key("ecc_memory")), ("WARNINGS", _count("warnings")), ("AGENT", lambda o: _agent(o)),
+               ("ACTIONS", key("allowed_actions"))),
          filters=(STATE_NODE, Filter("--tier", "tier", "tier kind or id"), Filter("--rack", "rack", "rack name or id"),
                   Filter("--label", "label", "key=value[,key=value]: all must match"),
                   Filter("--search", "search", "text in the hostname"))),
@@ -104,6 +105,13 @@ KINDS: dict[str, Kind] = {k.name: k for k in [
 ]}
 
 ALIASES = {alias: kind for kind in KINDS.values() for alias in (kind.name, *kind.aliases)}
+
+
+def _agent(o: dict[str, Any]) -> str | None:
+    """The node agent's version and the newest contract it speaks: ``0.9.0/c3``."""
+    if not o.get("agent_version"):
+        return None
+    return o["agent_version"] + (f"/c{o['agent_contract']}" if o.get("agent_contract") is not None else "")
 
 
 def _pin(o: dict[str, Any]) -> str | None:

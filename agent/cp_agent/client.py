@@ -65,7 +65,9 @@ class ApiClient:
         self._http = httpx.Client(
             base_url=self.api_url,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
-            headers={"Authorization": f"Agent {token}", "User-Agent": f"cp-agent/{__version__}"},
+            # who this agent is, on every request: its version and the newest contract it speaks
+            headers={"Authorization": f"Agent {token}", "User-Agent": f"cp-agent/{__version__}",
+                     "X-Agent-Contract": str(CONTRACT_LATENCY)},
             transport=transport,
         )
 

@@ -6,6 +6,7 @@ AgentToken. Keys are random (256 bits), so a SHA-256 lookup is enough.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
@@ -15,11 +16,25 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication, get_authorization_header
 from rest_framework.request import Request
 
+from apps.agents.contract import VERSIONS
 from apps.agents.models import AgentToken
 from apps.common.authentication import TokenAuthentication
 from apps.common.keys import hash_key, touch_due
+from apps.inventory.models import Node
 
 KEYWORD = "Agent"
+_USER_AGENT = re.compile(r"^cp-agent/(\S{1,40})")
+
+
+def agent_said(request: Any) -> tuple[str, int | None]:
+    """Which agent this is, as its request says: the version in ``User-Agent: cp-agent/VERSION``
+    ('' if another client) and the newest contract in ``X-Agent-Contract`` (None unless a version
+    this server speaks)."""
+    meta = getattr(request, "META", {})
+    found = _USER_AGENT.match(str(meta.get("HTTP_USER_AGENT", "")))
+    raw = str(meta.get("HTTP_X_AGENT_CONTRACT", "")).strip()
+    contract = int(raw) if raw.isdigit() and int(raw) in VERSIONS else None
+    return (found.group(1) if found else ""), contract
 
 
 def agent_key(request: Any) -> str:
@@ -57,6 +72,12 @@ class AgentTokenAuthentication(BaseAuthentication):
         if touch_due(token.last_used_at, now):
             AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
             token.last_used_at = now
+        node = token.node
+        version, contract = agent_said(request)
+        if node is not None and version and (version, contract) != (node.agent_version, node.agent_contract):
+            # what the node's agent says it is, written when it changes only (an upgrade, a downgrade)
+            Node.objects.filter(pk=node.pk).update(agent_version=version, agent_contract=contract)
+            node.agent_version, node.agent_contract = version, contract
         return AnonymousUser(), token
 
     def authenticate_header(self, request: Request) -> str:

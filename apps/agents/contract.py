@@ -27,6 +27,10 @@ from typing import Any
 
 VERSIONS: tuple[int, ...] = (1, 2, 3)
 CURRENT = VERSIONS[-1]
+# An agent says which agent it is on every request: ``User-Agent: cp-agent/VERSION`` and the newest
+# contract version it speaks in ``X-Agent-Contract``. One whose newest is older than CURRENT is an
+# old agent: still accepted, but the health check ``agent_contract`` names it (an upgrade is due).
+CONTRACT_HEADER = "X-Agent-Contract"
 # Since which version a tier sample may carry per-endpoint figures.
 ENDPOINTS_SINCE = 3
 # Since which version a node sample may carry latency histograms.

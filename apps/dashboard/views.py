@@ -110,7 +110,7 @@ NODE_COLUMNS = [
     ("Hostname", "hostname", ""), ("State", "state", ""), ("CPU use", "cpu", "num"),
     ("Module use", "module_util", "num"), ("In flight", "in_flight", "num"), ("Tier", "tier", ""),
     ("Rack / slot", "rack", ""), ("Modules", "modules", "num"), ("CPU", None, ""), ("Memory", None, "num"),
-    ("Labels", None, ""), ("Warnings", None, ""),
+    ("Labels", None, ""), ("Warnings", None, ""), ("Agent", None, ""),
 ]
 
 

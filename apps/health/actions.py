@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 ACTOR = Owner.HEALTH.value
 # What ``act`` does per subject kind; the heartbeat has nothing to do (the lifecycle already marks the node).
-NO_ACTION = frozenset({"heartbeat", "version_drift", "drain_deadline"})
+NO_ACTION = frozenset({"heartbeat", "version_drift", "drain_deadline", "agent_contract"})
 
 
 def _acting_checks(configs: dict[str, selectors.CheckConfig]) -> list[str]:

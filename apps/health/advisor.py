@@ -94,6 +94,12 @@ ADVICE: dict[str, list[Cause]] = {
         Cause("Batches too small", "The batch-size metric", "Widen the batch window (max_wait_ms 50–100 for "
               "throughput)"),
     ],
+    "agent_contract": [
+        Cause("The node's agent is an older build: it speaks an older wire contract than the server (accepted, "
+              "but it cannot send what the newer contract adds, e.g. latency histograms)", "Nodes list: the "
+              "Agent column; `cpctl get nodes -o wide`", "Upgrade cp-agent on the node (pip install of the agent "
+              "folder) and restart it; its next request reports the new version"),
+    ],
     "version_drift": [
         Cause("The module missed a rollout or was installed by hand: 'array problems are usually one version off'",
               "Combinations page: the module's driver and framework against the type's pin", "Roll the pinned "

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from apps.agents.contract import CURRENT
 from apps.health.choices import Evidence, Policy, Severity, SubjectKind
 from apps.health.inputs import (
     FAIL,
@@ -67,6 +68,17 @@ def heartbeat(n: NodeView, p: dict[str, Any], ctx: Context) -> Outcome | None:
         return Outcome(FAIL, f"{n.hostname} {silent} (timeout {timeout:g} s), {n.state}", ev,
                        score=(n.age_s or 1e6) / timeout)
     return Outcome(PASS, f"last report {n.age_s:.0f} s ago", ev)
+
+
+def agent_contract(n: NodeView, p: dict[str, Any], ctx: Context) -> Outcome | None:
+    """An agent whose newest contract is older than the server's: accepted, but due an upgrade."""
+    if n.state not in WATCHED_NODE_STATES or n.agent_contract is None:
+        return None  # an agent that does not say which contract it speaks is not judged
+    ev = {"agent_version": n.agent_version, "agent_contract": n.agent_contract, "server_contract": CURRENT}
+    if n.agent_contract < CURRENT:
+        return Outcome(FAIL, f"{n.hostname}'s agent cp-agent {n.agent_version} speaks contract {n.agent_contract} "
+                             f"at most; this server speaks {CURRENT}", ev)
+    return Outcome(PASS, f"agent cp-agent {n.agent_version} speaks contract {n.agent_contract}", ev)
 
 
 def cpu_bound(n: NodeView, p: dict[str, Any], ctx: Context) -> Outcome | None:
@@ -404,6 +416,8 @@ CHECKS: dict[str, CheckDef] = {c.name: c for c in [
              {"amplitude": (0.01, 1), "window_min": (1, 60), "min_spikes": (1, 60)}, window_key="window_min"),
     CheckDef("drain_deadline", "Drain past its deadline", SubjectKind.NODE.value, drain_deadline,
              Evidence.OPERATIONS.value, Severity.WARNING.value, {}, {}),
+    CheckDef("agent_contract", "Old node agent", SubjectKind.NODE.value, agent_contract, Evidence.AGENTS.value,
+             Severity.INFO.value, {}, {}, policy=Policy.OBSERVE.value),
     CheckDef("ecc", "ECC errors", SubjectKind.MODULE.value, ecc, Evidence.LATEST_AND_ROLLUPS.value,
              Severity.WARNING.value, {"corrected_per_min": 10, "window_min": 3},
              {"corrected_per_min": (0.1, 1e6), "window_min": (1, 60)}, capability="ecc", window_key="window_min"),

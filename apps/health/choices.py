@@ -58,3 +58,4 @@ class Evidence(models.TextChoices):
     INVENTORY = "inventory", "Inventory (versions, pins)"
     ENDPOINT_MINUTES = "endpoint minutes", "The gateway's per-endpoint minutes (merged as its batches are stored)"
     OPERATIONS = "operations", "Fleet operations (drains and their deadlines)"
+    AGENTS = "agents", "What each node's agent says it is (version, newest contract)"

@@ -57,6 +57,8 @@ EVIDENCE: dict[str, dict[str, Field]] = {
     "power": {"power_w": Field("Power draw", "W"), "rated_w": Field("Rated", "W"), "limit_w": Field("Limit", "W")},
     "module_errors": {"new_errors": Field("New errors"), "max_new": Field("New errors allowed"),
                       "errors": Field("Errors (counter)")},
+    "agent_contract": {"agent_version": Field("Agent version"), "agent_contract": Field("Agent's newest contract"),
+                       "server_contract": Field("Server's contract")},
     "version_drift": {"driver": Field("Driver"), "framework": Field("Framework"),
                       "pinned_driver": Field("Pinned driver"), "pinned_framework": Field("Pinned framework")},
     "stage_latency": {"p95_ms": Field("Stage p95", "ms"), "over_target": Field("Over target (p95, target)", "ms")},
@@ -97,6 +99,7 @@ PARAMS: dict[str, Field] = {
 
 # Evidence keys whose values make a finding's cause; findings of a check not named here share one cause.
 CAUSE_KEYS: dict[str, tuple[str, ...]] = {
+    "agent_contract": ("agent_version", "agent_contract"),
     "version_drift": ("driver", "framework", "pinned_driver", "pinned_framework"),
     "link_width": ("link_width", "expected"),
     "checker": ("check",),

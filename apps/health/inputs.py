@@ -35,6 +35,8 @@ class NodeView:
     module_utils: list[float]  # fresh latest utilisation of its serving modules
     modules: int
     overdue_drain: dict[str, Any] | None = None  # its drain, when the deadline passed with work in flight
+    agent_version: str = ""  # what its agent says it is ('' : it has not said)
+    agent_contract: int | None = None  # the newest contract its agent speaks (None: it does not say)
 
 
 @dataclass

@@ -79,7 +79,8 @@ def sweep_inputs(*, now: dt.datetime, window_min: int, stale_s: float
     pins = {c["module_type_id"]: (c["driver__version"], c["framework__version"]) for c in
             VersionCombination.objects.filter(state=CombinationState.PINNED).values(
                 "module_type_id", "driver__version", "framework__version")}
-    node_rows = list(Node.objects.exclude(state=NodeState.RETIRED).values("id", "hostname", "tier_id", "state"))
+    node_rows = list(Node.objects.exclude(state=NodeState.RETIRED).values(
+        "id", "hostname", "tier_id", "state", "agent_version", "agent_contract"))
     node_by_id = {n["id"]: n for n in node_rows}
     module_rows = list(Module.objects.filter(node__isnull=False).exclude(node__state=NodeState.RETIRED).values(
         "id", "serial", "node_id", "state", "driver_version", "framework_version", "module_type_id",
@@ -111,7 +112,8 @@ def sweep_inputs(*, now: dt.datetime, window_min: int, stale_s: float
             id=n["id"], hostname=n["hostname"], tier_id=n["tier_id"], state=n["state"],
             age_s=_age(now, st.get("last_seen")), cpu=st.get("cpu_util"), in_flight=st.get("in_flight"),
             cpu_minutes=cpu_minutes.get(n["id"], []), module_utils=fresh_utils.get(n["id"], []),
-            modules=module_count.get(n["id"], 0), overdue_drain=overdue.get(n["id"])))
+            modules=module_count.get(n["id"], 0), overdue_drain=overdue.get(n["id"]),
+            agent_version=n["agent_version"], agent_contract=n["agent_contract"]))
 
     ctx = Context(now=now, stale_s=stale_s)
     cpu_now: dict[int, list[float]] = defaultdict(list)

@@ -128,6 +128,13 @@ class Node(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    agent_version = models.CharField(
+        max_length=40, blank=True, default="", editable=False,
+        help_text="The version its node agent says it is (User-Agent cp-agent/VERSION); empty until it says")
+    agent_contract = models.PositiveSmallIntegerField(
+        null=True, blank=True, editable=False,
+        help_text="The newest wire contract its agent speaks (its X-Agent-Contract header); null: it does not say")
+
     class Meta:
         ordering = ["hostname"]
         constraints = [models.UniqueConstraint(fields=["rack", "slot"], name="node_rack_slot_unique")]

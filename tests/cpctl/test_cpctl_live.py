@@ -15,9 +15,10 @@ import httpx
 import pytest
 from rest_framework.authtoken.models import Token
 
+from agent.cp_agent import __version__ as agent_version
 from apps.accounts.services import user_ensure
 from apps.inventory.choices import TierKind
-from apps.inventory.models import Tier
+from apps.inventory.models import Node, Tier
 from apps.operations import controllers as operations
 from apps.operations.models import Drain
 from apps.telemetry.models import NodeStatus
@@ -66,6 +67,12 @@ def test_cpctl_lists_the_fleet_drains_a_node_with_wait_and_prints_the_capacity_g
                      "--send-interval", "1", interval=0.5)
     wait_for(lambda: (s := NodeStatus.objects.filter(node=serving).first()) is not None and s.in_flight == 2,
              timeout=30, what="the agent to report 2 in flight")
+    # the agent said which agent it is (its requests' headers); -o wide shows it
+    wait_for(lambda: Node.objects.filter(pk=serving.pk, agent_version=agent_version, agent_contract=3).exists(),
+             timeout=30, what="the node to keep its agent's version and contract")
+    wide = cpctl(env, "get", "nodes", "n-cli-a", "-o", "wide")
+    assert wide.stdout.splitlines()[0].split()[-2:] == ["AGENT", "ACTIONS"], wide.stdout
+    assert f" {agent_version}/c3 " in wide.stdout.splitlines()[1], wide.stdout
     err_path = tmp_path / "drain.err"
     with err_path.open("w") as err:
         proc = subprocess.Popen([sys.executable, "-m", "cpctl", "drain", "n-cli-a", "--reason", "swap DIMM 3",

@@ -144,7 +144,7 @@ class NodeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
             "cpu_model", "cpu_cores", "cpu_clock_ghz", "l3_cache_mb", "memory_gb", "memory_channels",
             "ecc_memory", "pcie_lanes", "nic_kind", "nic_speed_gbps", "cpu_power_w", "power_budget_w",
             "omp_num_threads", "mkl_num_threads", "isolated_cores", "labels", "warnings", "module_count",
-            "allowed_actions", "created_at", "updated_at",
+            "allowed_actions", "agent_version", "agent_contract", "created_at", "updated_at",
         ]
         read_only_fields = ["state_changed_at"]
         extra_kwargs = {"state": {"help_text": "Where a new node starts (standby or maintenance); read-only after "
