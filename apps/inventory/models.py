@@ -129,7 +129,7 @@ class Node(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     agent_version = models.CharField(
-        max_length=40, blank=True, default="", editable=False,
+        max_length=40, blank=True, default="", db_default="", editable=False,
         help_text="The version its node agent says it is (User-Agent cp-agent/VERSION); empty until it says")
     agent_contract = models.PositiveSmallIntegerField(
         null=True, blank=True, editable=False,

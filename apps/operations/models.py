@@ -218,7 +218,7 @@ class AutoscalerDecision(models.Model):
                                               help_text="Evaluations in a row that came to this decision")
     until = models.DateTimeField(null=True, blank=True,
                                  help_text="The latest evaluation that came to it (null: only the one at time)")
-    window = models.CharField(max_length=1000, blank=True, default="",
+    window = models.CharField(max_length=1000, blank=True, default="", db_default="",
                               help_text="The change window or freeze that governs the tier's scale-down, in words "
                                         "(empty: none governs it)")
 

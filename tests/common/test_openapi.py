@@ -46,8 +46,16 @@ def test_every_error_answer_is_a_code_with_the_error_shape() -> None:
 
 
 def test_every_operation_documents_credentials_roles_and_accept() -> None:
+    """Every operation but the two a joining agent calls before it holds any key (it proves itself in
+    the body: the bootstrap token, then its enrolment's secret), which read no credentials: no 401
+    can come from them, their schema says anyone may call (``security: [{}]``) and 403 refuses."""
+    anonymous = {("post", "/api/v1/enrolments/"), ("post", "/api/v1/enrolments/{id}/claim/")}
     for path, method, op in _operations():
-        assert {"401", "403", "406"} <= set(op["responses"]), (method, path)
+        assert {"403", "406"} <= set(op["responses"]), (method, path)
+        if (method, path) in anonymous:
+            assert "401" not in op["responses"] and op["security"] == [{}], (method, path)
+        else:
+            assert "401" in op["responses"], (method, path)
 
 
 def test_paths_with_an_id_document_404_and_validated_input_400() -> None:

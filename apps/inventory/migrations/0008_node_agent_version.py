@@ -18,6 +18,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='node',
             name='agent_version',
-            field=models.CharField(blank=True, default='', editable=False, help_text='The version its node agent says it is (User-Agent cp-agent/VERSION); empty until it says', max_length=40),
+            field=models.CharField(blank=True, db_default='', default='', editable=False, help_text='The version its node agent says it is (User-Agent cp-agent/VERSION); empty until it says', max_length=40),
         ),
     ]

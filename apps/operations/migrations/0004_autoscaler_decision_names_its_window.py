@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='autoscalerdecision',
             name='window',
-            field=models.CharField(blank=True, default='', help_text="The change window or freeze that governs the tier's scale-down, in words (empty: none governs it)", max_length=1000),
+            field=models.CharField(blank=True, db_default='', default='', help_text="The change window or freeze that governs the tier's scale-down, in words (empty: none governs it)", max_length=1000),
         ),
     ]
