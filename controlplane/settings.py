@@ -312,15 +312,13 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["apps.common.permissions.IsViewer"],
-    "DEFAULT_PARSER_CLASSES": [
-        "apps.common.parsers.JSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # JSON only (a vector suite's upload declares multipart itself): a form body cannot write null, a
+    # list or a number, so every field the schema types would arrive as text and be refused.
+    "DEFAULT_PARSER_CLASSES": ["apps.common.parsers.JSONParser"],
     "DEFAULT_PAGINATION_CLASS": "apps.common.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "apps.common.filters.StrictFilterBackend",
         "rest_framework.filters.SearchFilter",
         "rest_framework.filters.OrderingFilter",
     ],

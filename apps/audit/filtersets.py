@@ -23,5 +23,5 @@ class AuditEventFilterSet(django_filters.FilterSet):
             "chatter",
         ]
 
-    def filter_chatter(self, queryset: QuerySet[AuditEvent], name: str, value: bool | None) -> QuerySet[AuditEvent]:
+    def filter_chatter(self, queryset: QuerySet[AuditEvent], name: str, value: bool) -> QuerySet[AuditEvent]:
         return queryset if value in (None, True) else without_chatter(queryset)

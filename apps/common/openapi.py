@@ -2,8 +2,8 @@
 error answers it can give, each with the one error shape (``apps.common.serializers.ErrorSerializer``,
 written by ``apps.common.errors.exception_handler``), derived from what the view declares:
 
-- 400: a request body, or query or header parameters that are validated (all but ``ordering``,
-  ``search`` and ``limit``, which fall back to their defaults);
+- 400: a request body, or query or header parameters that are validated (all but ``ordering`` and
+  ``search``, which refuse no value);
 - 401: the view's first authenticator names a scheme (``WWW-Authenticate``); 403: a permission check
   (a role, or a node agent's key);
 - 404: a path parameter (the object it names may not exist);
@@ -31,8 +31,8 @@ from rest_framework.permissions import AllowAny
 from apps.common.serializers import ErrorSerializer
 from apps.common.throttling import WriteThrottle
 
-# Query parameters that never refuse a value: an unknown ordering or a bad limit falls back to the default.
-LENIENT_PARAMETERS = frozenset({"ordering", "search", "limit"})
+# Query parameters that never refuse a value: an unknown ordering field is ignored, a search is any text.
+LENIENT_PARAMETERS = frozenset({"ordering", "search"})
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 

@@ -25,13 +25,13 @@ from django.db import connection
 from django.db.models import Count, F, Func, IntegerField, QuerySet, Subquery, Window
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
-from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import ISO_8601, serializers
 from rest_framework.filters import OrderingFilter, SearchFilter
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
+from apps.common.filters import StrictFilterBackend
 from apps.common.pagination import LimitOffsetPagination
 
 _CONVERTED = (serializers.DecimalField, serializers.DateTimeField, serializers.DateField,
@@ -244,7 +244,7 @@ class ValuesPagination(LimitOffsetPagination):
             "schema": {"type": "string", "enum": [EXACT]}}]
 
 
-class FilterBackend(DjangoFilterBackend):
+class FilterBackend(StrictFilterBackend):
     """django-filter, skipped when the request names none of the FilterSet's filters:
     building a FilterSet (a deep copy of its filters and a form) costs more than
     reading a 100-row page with ``values()``."""

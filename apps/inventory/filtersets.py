@@ -67,6 +67,13 @@ class LabelField(forms.CharField):
         return labels
 
 
+# What LabelField reads, for the schema: pairs of a key that is not blank, ``=`` and a value, comma-separated
+# (empty: no filter).
+_PAIR = r"[^,=]*[^\s,=][^,=]*=[^,]*"
+LABEL_PATTERN = rf"^(?:{_PAIR}(?:,{_PAIR})*)?$"
+
+
+@extend_schema_field({"type": "string", "pattern": LABEL_PATTERN})
 class LabelFilter(django_filters.CharFilter):
     """``label=zone=row-a`` or ``label=zone=row-a,rack=r1``: nodes carrying all those labels."""
 

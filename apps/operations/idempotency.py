@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import status
 from rest_framework.exceptions import NotAuthenticated, ValidationError
 from rest_framework.request import Request
@@ -26,6 +27,12 @@ from apps.operations.models import IdempotencyRecord
 
 HEADER = "Idempotency-Key"
 _KEY = re.compile(r"^[\x21-\x7e]{1,128}$")
+# The header as the schema states it: the same pattern, so a client knows which keys are refused.
+PARAMETER = OpenApiParameter(
+    HEADER, {"type": "string", "pattern": "^[!-~]{1,128}$", "minLength": 1, "maxLength": 128},
+    OpenApiParameter.HEADER, required=False,
+    description="1 to 128 printable ASCII characters, no spaces. Replays of the same key (same user, same "
+                "request) return the first reply; the key with another request is 422.")
 
 
 def _hash(request: Request) -> str:

@@ -30,7 +30,7 @@ def test_it_stops_the_health_owner_clearing_it_over_the_api(fleet, operator_api,
                              format="json").status_code == 202
     r = operator_api.post(f"/api/v1/nodes/{node.pk}/uncordon/", {"owner": "health", "reason": "healthy"},
                           format="json")
-    assert r.status_code == 400 and r.json()["errors"]["owner"] == ["only admins may act as the health owner"]
+    assert r.status_code == 403 and r.json()["detail"] == "owner: only admins may act as the health owner"
     r = admin_api.post(f"/api/v1/nodes/{node.pk}/uncordon/", {"owner": "health", "reason": "healthy"},
                        format="json")
     assert r.status_code == 409

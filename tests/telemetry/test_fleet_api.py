@@ -48,7 +48,7 @@ def test_it_shows_the_fleet_snapshot(rolled: Fleet, viewer_api: Any) -> None:
     assert hybrid["queue_depth"] == 30
     assert tiers["access_logic"]["window"]["cpu_util_mean"] is None
     assert "nodes" not in r.json()
-    with_nodes = viewer_api.get("/api/v1/fleet/snapshot/?nodes=1").json()
+    with_nodes = viewer_api.get("/api/v1/fleet/snapshot/?nodes=true").json()
     rows = [dict(zip(with_nodes["node_fields"], row, strict=True)) for row in with_nodes["nodes"]]
     assert sorted(row["hostname"] for row in rows) == ["n-a", "n-b"]
 

@@ -180,7 +180,8 @@ def test_node_tier_and_fleet_percentiles_are_within_the_sketch_error(fleet: Flee
     _check(r.json()["stages"], {"intent": both})
     r = client.get(f"/api/v1/fleet/latency/?minutes=60&node={fleet.node_b.pk}")
     _check(r.json()["stages"], {"intent": setup.values({"n-b"}, "intent")})
-    assert client.get("/api/v1/fleet/latency/?node=999999").status_code == 400
+    assert client.get("/api/v1/fleet/latency/?node=999999").status_code == 404  # a well-formed id, no node
+    assert client.get("/api/v1/fleet/latency/?node=n-1").status_code == 400
     assert client.get(f"/api/v1/fleet/latency/?node={fleet.node_b.pk}&tier=access_logic").status_code == 400
 
 

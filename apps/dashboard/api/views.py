@@ -7,19 +7,32 @@ from __future__ import annotations
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
 from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.common.leases import lease_holders
-from apps.common.pages import TIME_RANGES, minutes_from
+from apps.common.pages import DEFAULT_MINUTES, TIME_RANGES
 from apps.common.permissions import IsViewer
 from apps.dashboard import charts, selectors
 from apps.inventory.models import Node, Tier
 
-MINUTES = OpenApiParameter("minutes", int, enum=[m for m, _ in TIME_RANGES],
-                           description="Time range of the series in minutes (default 60)")
+RANGES = [m for m, _ in TIME_RANGES]
+MINUTES = OpenApiParameter("minutes", int, enum=RANGES,
+                           description=f"Time range of the series in minutes (default {DEFAULT_MINUTES})")
+
+
+def minutes_from(request: Request) -> int:
+    """The time range a client asked for: one of RANGES, or 400 naming ``minutes`` (a page falls back
+    to the default instead; a script with a typo must not get another range than it asked for)."""
+    raw = request.query_params.get("minutes")
+    if raw is None:
+        return DEFAULT_MINUTES
+    if raw not in {str(m) for m in RANGES}:
+        raise ValidationError({"minutes": [f"must be one of {', '.join(map(str, RANGES))} (minutes), not {raw!r}"]})
+    return int(raw)
 
 
 class LiveSnapshotView(APIView):

@@ -5,10 +5,12 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
 
 if TYPE_CHECKING:
     from django.utils.functional import _StrPromise
 
+from apps.common.datetimes import DateTimeField
 from apps.common.roles import ADMIN, has_role
 from apps.common.serializers import ErrorSerializer
 from apps.inventory.models import Rack, Tier
@@ -125,7 +127,7 @@ class OwnedInputSerializer(serializers.Serializer[Any]):
 
     owner = serializers.ChoiceField(choices=Owner.choices, default=Owner.OPERATOR,
                                     help_text="Who holds (or clears) the hold; one owner never clears another's. "
-                                              "Owners other than operator: admins only")
+                                              "Owners other than operator: admins only (403 for others)")
     override = serializers.BooleanField(default=False, help_text="Operator only, with a reason (audited): clear "
                                         "another owner's hold, or go below the tier's capacity floor")
 
@@ -133,7 +135,8 @@ class OwnedInputSerializer(serializers.Serializer[Any]):
         request = self.context.get("request")
         if attrs.get("owner", Owner.OPERATOR) != Owner.OPERATOR and request is not None \
                 and not has_role(request.user, ADMIN):
-            raise serializers.ValidationError({"owner": [f"only admins may act as the {attrs['owner']} owner"]})
+            # The request is well formed (the schema lists every owner): the caller's role may not ask it.
+            raise PermissionDenied(f"owner: only admins may act as the {attrs['owner']} owner")
         if attrs.get("override"):
             if attrs.get("owner") != Owner.OPERATOR:
                 raise serializers.ValidationError({"override": ["only the operator owner may override"]})
@@ -154,7 +157,7 @@ RESUME_AFTER_MAX_DAYS = 90
 
 
 class CordonInputSerializer(OwnedReasonSerializer):
-    resume_after = serializers.DateTimeField(required=False, allow_null=True, default=None,
+    resume_after = DateTimeField(required=False, allow_null=True, default=None,
                                              help_text="Uncordon automatically at this time: in the future, "
                                                        f"at most {RESUME_AFTER_MAX_DAYS} days ahead")
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.generics import get_object_or_404
@@ -30,13 +29,9 @@ from apps.operations.filtersets import (
     QuarantineFilterSet,
     ScaleRequestFilterSet,
 )
-from apps.operations.idempotency import HEADER, idempotent
+from apps.operations.idempotency import PARAMETER as IDEMPOTENCY
+from apps.operations.idempotency import idempotent
 from apps.operations.models import AutoscalerPolicy, ChangeWindow, Freeze
-
-IDEMPOTENCY = OpenApiParameter(
-    HEADER, OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
-    description="Replays of the same key (same user, same request) return the first reply; the key with another "
-                "request is 422.")
 
 
 def _node_result(node: Node, result: lifecycle.Result) -> dict[str, Any]:

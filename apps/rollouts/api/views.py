@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, OpenApiTypes, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -14,15 +14,12 @@ from rest_framework.response import Response
 
 from apps.common.permissions import ViewerAll, ViewerReadOperatorWrite
 from apps.inventory import scopes
-from apps.operations.idempotency import HEADER, idempotent
+from apps.operations.idempotency import PARAMETER as IDEMPOTENCY
+from apps.operations.idempotency import idempotent
 from apps.rollouts import selectors, services
 from apps.rollouts.api import serializers as s
 from apps.rollouts.models import Rollout, RolloutNode
 
-IDEMPOTENCY = OpenApiParameter(
-    HEADER, OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
-    description="Replays of the same key (same user, same request) return the first reply; the key with another "
-                "request is 422.")
 CONTROL_RESULTS = {200: s.RolloutSerializer, 409: s.RolloutConflictSerializer}
 
 

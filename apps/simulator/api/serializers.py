@@ -10,7 +10,8 @@ from apps.simulator.models import Fault
 
 
 class FaultSerializer(serializers.ModelSerializer[Fault]):
-    node: serializers.SlugRelatedField[Node] = serializers.SlugRelatedField(slug_field="hostname", read_only=True)
+    node: serializers.SlugRelatedField[Node] = serializers.SlugRelatedField(slug_field="hostname", read_only=True,
+                                                                                        allow_null=True)
     kind_label = serializers.CharField(source="get_kind_display", read_only=True)
 
     class Meta:

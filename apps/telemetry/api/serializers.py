@@ -218,7 +218,7 @@ class FleetSnapshotSerializer(serializers.Serializer):
     tiers = TierSnapshot(many=True)
     node_fields = serializers.ListField(child=serializers.CharField(), required=False)
     nodes = serializers.ListField(child=serializers.ListField(), required=False,
-                                  help_text="With ?nodes=1: one row per node, columns as node_fields")
+                                  help_text="With ?nodes=true: one row per node, columns as node_fields")
 
 
 class QueuePoint(serializers.Serializer):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.exceptions import AuthenticationFailed, ValidationError
+from rest_framework.exceptions import AuthenticationFailed, NotFound, ValidationError
 from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -79,7 +81,8 @@ class TelemetryIngestView(APIView):
 # ---- fleet: snapshot and series (rollups + latest state) ------------------------------------
 
 MAX_MINUTES = 7 * 24 * 60
-MINUTES = OpenApiParameter("minutes", int, description=f"Window in minutes, 1-{MAX_MINUTES}")
+MINUTES = OpenApiParameter("minutes", {"type": "integer", "minimum": 1, "maximum": MAX_MINUTES},
+                           description=f"Window in minutes, 1-{MAX_MINUTES}")
 TIER = OpenApiParameter("tier", str, enum=TierKind.values, description="One tier (default: every tier)")
 
 
@@ -120,8 +123,10 @@ class FleetSnapshotView(APIView):
 
     @extend_schema(parameters=[MINUTES, NODES], responses=FleetSnapshotSerializer)
     def get(self, request: Request) -> Response:
-        nodes = request.query_params.get("nodes", "").lower() in {"1", "true", "yes"}
-        data = fleet_snapshot(window_minutes=_minutes(request, 15), nodes=nodes)
+        nodes = request.query_params.get("nodes", "false").lower()
+        if nodes not in {"true", "false"}:
+            raise ValidationError({"nodes": ["must be true or false"]})
+        data = fleet_snapshot(window_minutes=_minutes(request, 15), nodes=nodes == "true")
         return Response(FleetSnapshotSerializer(data).data)
 
 
@@ -160,16 +165,18 @@ class LatencyPercentilesView(APIView):
 
     permission_classes = [IsViewer]
 
-    @extend_schema(parameters=[TIER, NODE, MINUTES], responses=LatencyPercentilesSerializer)
+    @extend_schema(parameters=[TIER, NODE, MINUTES],
+                   responses={200: LatencyPercentilesSerializer, 404: OpenApiResponse(description="No such node")})
     def get(self, request: Request) -> Response:
         tier, raw_node, node = _tier(request), request.query_params.get("node"), None
         if raw_node:
             if tier is not None:
                 raise ValidationError({"node": ["give tier or node, not both"]})
-            if raw_node.isdigit() and len(raw_node) <= 18:
-                node = Node.objects.filter(pk=int(raw_node)).first()
-            if node is None:
-                raise ValidationError({"node": [f"no node with id {raw_node}"]})
+            if not re.fullmatch(r"-?\d{1,18}", raw_node):
+                raise ValidationError({"node": [f"must be a node's id (a whole number), not {raw_node[:40]!r}"]})
+            node = Node.objects.filter(pk=int(raw_node)).first()
+            if node is None:  # a well-formed id, as the schema types it: the object it names is missing
+                raise NotFound(f"node: no node with id {raw_node}")
         data = latency_window(minutes=_minutes(request, 60), tier=tier, node=node)
         return Response(LatencyPercentilesSerializer(data).data)
 
