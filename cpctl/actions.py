@@ -30,7 +30,8 @@ def _body(args: Any, **extra: Any) -> dict[str, Any]:
     return body
 
 
-def _refused(session: Session, what: str, exc: Refused) -> None:
+def refused(session: Session, what: str, exc: Refused) -> None:
+    """The server's refusal as it worded it, under what was refused (every command prints it so)."""
     session.err.write(f"{what}: refused (HTTP {exc.status}):\n{exc.message}\n")
 
 
@@ -52,7 +53,7 @@ def node_action(session: Session) -> int:
                 node = node_by_name(client, name)
                 _, result = client.act(f"/api/v1/nodes/{node['id']}/{verb}/", _body(args, **extra))
             except Refused as exc:
-                _refused(session, f"node/{name} {verb}", exc)
+                refused(session, f"node/{name} {verb}", exc)
                 status = errors.REFUSED
                 continue
             brief, hold = result["node"], result.get("drain")
@@ -162,7 +163,7 @@ def module_action(session: Session) -> int:
                 module = client.one(KINDS["modules"].path, {"serial": serial}, f"module with serial {serial!r}")
                 _, result = client.act(f"/api/v1/modules/{module['id']}/{verb}/", _body(args))
             except Refused as exc:
-                _refused(session, f"module/{serial} {verb}", exc)
+                refused(session, f"module/{serial} {verb}", exc)
                 status = errors.REFUSED
                 continue
             said = "unchanged" if not result["changed"] else {"quarantine": "quarantined", "release": "released"}[verb]
@@ -185,7 +186,7 @@ def scale(session: Session) -> int:
                                    _body(args, desired=args.to, supersede=args.supersede or None,
                                          drain_deadline_s=args.drain_deadline))
         except Refused as exc:
-            _refused(session, f"tier/{args.tier} scale", exc)
+            refused(session, f"tier/{args.tier} scale", exc)
             return errors.REFUSED
         req = result["scale_request"]
         said = "scaling" if result["changed"] else "already scaling"
@@ -234,7 +235,7 @@ def approve(session: Session) -> int:
             _, done = client.act(f"{KINDS['enrolments'].path}approve/",
                                  {"items": [{"enrolment": e["id"], **place} for e in found], "reason": args.reason})
         except Refused as exc:
-            _refused(session, "approve", exc)
+            refused(session, "approve", exc)
             return errors.REFUSED
     for e in done:
         session.out.write(f"enrolment/{e['id']} {e['hostname']} approved: node/{e['node_hostname']} in {e['rack']} "
@@ -250,7 +251,7 @@ def reject(session: Session) -> int:
             _, done = client.act(f"{KINDS['enrolments'].path}reject/",
                                  {"enrolments": [e["id"] for e in found], "reason": args.reason})
         except Refused as exc:
-            _refused(session, "reject", exc)
+            refused(session, "reject", exc)
             return errors.REFUSED
     for e in done:
         session.out.write(f"enrolment/{e['id']} {e['hostname']} rejected\n")

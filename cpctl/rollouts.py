@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from cpctl import errors, output
-from cpctl.actions import POLL_S, tier_by_name
+from cpctl.actions import POLL_S, refused, tier_by_name
 from cpctl.client import Client
 from cpctl.durations import words
 from cpctl.errors import Refused, TimedOut, UsageError
@@ -89,7 +89,7 @@ def preview(session: Session) -> int:
         try:
             _, result = client.act("/api/v1/rollouts/preview/", _spec(client, args))
         except Refused as exc:
-            session.err.write(f"rollout preview: refused (HTTP {exc.status}):\n{exc.message}\n")
+            refused(session, "rollout preview", exc)
             return errors.REFUSED
     if args.output in ("json", "yaml"):
         session.out.write(output.dump(result, args.output) + "\n")
@@ -107,7 +107,7 @@ def create(session: Session) -> int:
         try:
             _, rollout = client.act("/api/v1/rollouts/", body)
         except Refused as exc:
-            session.err.write(f"rollout create: refused (HTTP {exc.status}):\n{exc.message}\n")
+            refused(session, "rollout create", exc)
             return errors.REFUSED
         session.out.write(f"rollout/{rollout['id']} created ({rollout['state']}): {rollout.get('combination_name')}"
                           + (f", past the overridden gates {', '.join(args.override)}" if args.override else "")
@@ -170,7 +170,7 @@ def control(session: Session) -> int:
         try:
             _, rollout = client.act(f"/api/v1/rollouts/{pk}/{verb}/", {"reason": args.reason})
         except Refused as exc:
-            session.err.write(f"rollout/{pk} {verb}: refused (HTTP {exc.status}):\n{exc.message}\n")
+            refused(session, f"rollout/{pk} {verb}", exc)
             return errors.REFUSED
     session.out.write(rollout_line(rollout) + "\n")
     return errors.DONE
@@ -200,7 +200,7 @@ def vectors_run(session: Session) -> int:
         try:
             _, run = client.act("/api/v1/vector-runs/", body)
         except Refused as exc:
-            session.err.write(f"vectors run: refused (HTTP {exc.status}):\n{exc.message}\n")
+            refused(session, "vectors run", exc)
             return errors.REFUSED
         session.out.write(f"vector-run/{run['id']} {run['state']}: {run.get('suite_name')}\n")
         session.out.flush()

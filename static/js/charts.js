@@ -46,9 +46,8 @@ export function draw(div, fig, config) {
  * middle of the first layout and Plotly writes its axis lines with NaN coordinates ("MNaN" errors
  * in the console on every first load). */
 function firstReact(div, data, layout, config) {
-  const menus = layout.updatemenus;
-  if (div._fullLayout || !menus) return Plotly.react(div, data, layout, config);
   const { updatemenus, ...rest } = layout;
+  if (div._fullLayout || !updatemenus) return Plotly.react(div, data, layout, config);
   return Plotly.react(div, data, rest, config).then(() => Plotly.relayout(div, { updatemenus }));
 }
 
