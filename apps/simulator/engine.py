@@ -290,17 +290,20 @@ class Engine(GatewayReports):
             new_tasks = 0
         if first and total_w:
             self._warm_start(access_ok, weights, total_w, task_rate, now)
-        assigned = 0
+        # Systematic rounding: one random offset over the running total, so every node gets the floor or
+        # the ceiling of its share and the counts add up (a remainder left to the last node made it the
+        # one node whose load jumped about, read as a noisy neighbour).
+        offset, cumulative, assigned = self.rng.random(), 0.0, 0
         for i, n in enumerate(access_ok):
-            share = weights[n.hostname] / total_w if total_w else 0
-            count = int(new_tasks * share + self.rng.random()) if i < len(access_ok) - 1 else new_tasks - assigned
-            count = max(0, min(count, new_tasks - assigned))
+            cumulative += new_tasks * (weights[n.hostname] / total_w if total_w else 0)
+            upto = new_tasks if i == len(access_ok) - 1 else min(new_tasks, int(cumulative + offset))
+            count = max(0, upto - assigned)
             assigned += count
             rt = self.runtime(n.hostname)
-            if count:
+            per_round_s = max(0.2, (rt.latency_ms or 1000.0) / 1000)
+            for _ in range(count):  # each task its own number of rounds: a step's tasks do not all end at once
                 rounds = self.rng.randint(cfg.rounds_min, cfg.rounds_max)
-                per_round_s = max(0.2, (rt.latency_ms or 1000.0) / 1000)
-                rt.cohorts.append(TaskCohort(end=now + rounds * per_round_s, count=count, round_s=per_round_s))
+                rt.cohorts.append(TaskCohort(end=now + rounds * per_round_s, count=1, round_s=per_round_s))
 
         # Access nodes: CPU utilisation from their request rate, then latencies from contention.
         access_rates: dict[str, float] = {}
