@@ -162,6 +162,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "apps.common.middleware.QueryParameterMiddleware",  # process_view: knows the operation
     "apps.common.middleware.ContentSecurityPolicyMiddleware",
     "axes.middleware.AxesMiddleware",  # last (django-axes): answers a locked-out login
 ]

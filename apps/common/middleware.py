@@ -1,6 +1,7 @@
 """Health probes answered first, request ids for the audit trail and the logs, the API's version on
-its answers, request timings for /metrics, the request body limit (413), file streams that ASGI can
-serve without reading them whole first, and the Content-Security-Policy."""
+its answers, request timings for /metrics, unknown query parameters refused (400), the request body
+limit (413), file streams that ASGI can serve without reading them whole first, and the
+Content-Security-Policy."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from csp.middleware import CSPMiddleware, PolicyParts
@@ -18,6 +20,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.http.response import HttpResponseBase
 from django.urls import resolve
 
+from apps.common import query
 from apps.common.logs import current_request_id
 from apps.common.metrics import REQUEST_SECONDS
 
@@ -89,6 +92,29 @@ class RequestMetricsMiddleware:
         route = match.route if match is not None and match.route else "unmatched"
         REQUEST_SECONDS.labels(route=route, method=request.method or "").observe(time.perf_counter() - started)
         return response
+
+
+class QueryParameterMiddleware:
+    """A query parameter an API operation does not take is a 400 naming it (``apps.common.query``):
+    never silently ignored, so a typo in a filter cannot widen what a script reads and acts on."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view_func: Callable[..., HttpResponse], view_args: Any,
+                     view_kwargs: Any) -> HttpResponse | None:
+        if not request.GET or not request.path_info.startswith("/api/"):
+            return None
+        names, allowed = query.unknown(view_func, request.method or "GET", list(request.GET))
+        if not names:
+            return None
+        takes = f"it takes {', '.join(sorted(allowed))}" if allowed else "it takes none"
+        return JsonResponse({"detail": f"unknown query parameter{'s' if len(names) > 1 else ''}: {', '.join(names)}",
+                             "errors": {n: [f"not a parameter of this operation ({takes})"] for n in names}},
+                            status=400)
 
 
 class BodySizeLimitMiddleware:

@@ -2,8 +2,8 @@
 error answers it can give, each with the one error shape (``apps.common.serializers.ErrorSerializer``,
 written by ``apps.common.errors.exception_handler``), derived from what the view declares:
 
-- 400: a request body, or query or header parameters that are validated (all but ``ordering`` and
-  ``search``, which refuse no value);
+- 400: any operation (a query parameter it does not take is refused by name, ``apps.common.query``),
+  and a request body or query or header parameters it validates (all but ``ordering`` and ``search``);
 - 401: the view's first authenticator names a scheme (``WWW-Authenticate``); 403: a permission check
   (a role, or a node agent's key);
 - 404: a path parameter (the object it names may not exist);
@@ -31,13 +31,12 @@ from rest_framework.permissions import AllowAny
 from apps.common.serializers import ErrorSerializer
 from apps.common.throttling import WriteThrottle
 
-# Query parameters that never refuse a value: an unknown ordering field is ignored, a search is any text.
-LENIENT_PARAMETERS = frozenset({"ordering", "search"})
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 DESCRIPTIONS = {
-    400: "Bad input: `detail` says what, `errors` names each field (e.g. `items[3].slot`) with its messages",
+    400: ("Bad input (a field, or a query parameter the operation does not take): `detail` says what, `errors` "
+          "names each field (e.g. `items[3].slot`) with its messages"),
     401: "No credentials, or credentials the API does not recognise (unknown, revoked or expired)",
     403: "Credentials recognised, but not allowed to do this: `detail` names the role it needs",
     404: "No such object",
@@ -92,9 +91,7 @@ class AutoSchema(openapi.AutoSchema):
         parameters = operation.get("parameters", [])
         has_body = "requestBody" in operation
         out: dict[int, str] = {}
-        validated = [p for p in parameters if p["in"] in ("query", "header") and p["name"] not in LENIENT_PARAMETERS]
-        if has_body or validated:
-            out[400] = DESCRIPTIONS[400]
+        out[400] = DESCRIPTIONS[400]  # at least a query parameter the operation does not take
         authenticators = view.get_authenticators()
         if authenticators and authenticators[0].authenticate_header(None):  # type: ignore[arg-type]
             out[401] = DESCRIPTIONS[401]

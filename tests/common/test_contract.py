@@ -27,6 +27,29 @@ def test_a_bad_list_parameter_is_a_400_naming_it(viewer_api: Any, query: str, na
     assert list(r.json()["errors"]) == [name], r.json()
 
 
+@pytest.mark.parametrize(("path", "query", "names"), [
+    ("/api/v1/nodes/", "stat=active", ["stat"]),  # a typo of state: not the unfiltered list
+    ("/api/v1/nodes/", "state=active&tier_name=x&zz=1", ["tier_name", "zz"]),
+    ("/api/v1/me/", "verbose=1", ["verbose"]),  # an operation that takes none
+])
+def test_a_query_parameter_the_operation_does_not_take_is_a_400_naming_it(
+        viewer_api: Any, path: str, query: str, names: list[str]) -> None:
+    make_fleet()
+    r = viewer_api.get(f"{path}?{query}")
+    assert r.status_code == 400, r.content
+    assert sorted(r.json()["errors"]) == names, r.json()
+    assert "not a parameter of this operation" in r.json()["errors"][names[0]][0]
+    assert r["X-API-Version"]
+
+
+def test_every_parameter_the_schema_names_is_taken(viewer_api: Any) -> None:
+    make_fleet()
+    for query in ("state=active&tier=1&ordering=hostname&search=n&limit=5&offset=0&count=exact",
+                  "format=json"):
+        r = viewer_api.get(f"/api/v1/nodes/?{query}")
+        assert r.status_code == 200, (query, r.content)
+
+
 def test_a_limit_past_the_largest_page_gets_the_largest_page(viewer_api: Any) -> None:
     make_fleet()
     r = viewer_api.get("/api/v1/racks/?limit=5000")
