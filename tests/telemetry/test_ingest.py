@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import threading
 from typing import Any
 
@@ -216,15 +217,18 @@ def test_it_writes_a_batch_once_when_two_copies_race(transactional_db: Any) -> N
 
 
 @pytest.mark.parametrize(("offset_s", "message"), [
-    (120, "is 120 s in the future (at most 30 s allowed)"),
-    (-49 * 3600, "is older than the raw retention of 48 h"),
+    # The server counts the seconds when it reads the batch: a loaded machine may take one or two.
+    (120, r"is 1(18|19|20) s in the future \(at most 30 s allowed\)"),
+    (-49 * 3600, r"is older than the raw retention of 48 h"),
 ])
 def test_it_rejects_times_out_of_range(fleet: Fleet, offset_s: int, message: str) -> None:
     body = node_batch(fleet, n=3)
     body["node_samples"][2]["time"] = iso(timezone.now() + dt.timedelta(seconds=offset_s))
     r = fleet.client(fleet.key_a).post(URL, body, format="json")
     assert r.status_code == 400
-    assert r.json()["errors"] == {"node_samples[2].time": [message]}
+    errors = r.json()["errors"]
+    assert list(errors) == ["node_samples[2].time"] and len(errors["node_samples[2].time"]) == 1, errors
+    assert re.fullmatch(message, errors["node_samples[2].time"][0]), errors
     assert NodeSample.objects.count() == 0
 
 
