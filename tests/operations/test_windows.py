@@ -168,6 +168,20 @@ def test_bad_input_is_a_400_naming_the_field_and_stores_nothing(fleet: Fleet, ad
     assert not ChangeWindow.objects.exists() and not AuditEvent.objects.filter(action__startswith="change_").exists()
 
 
+@pytest.mark.parametrize("path", [URL, "/api/v1/freezes/"])
+def test_a_create_retried_with_its_idempotency_key_makes_one_object(fleet: Fleet, admin_api: Any, path: str) -> None:
+    body = (_body(reason="ops agreed") if path == URL else
+            {"reason": "year-end close", "starts_at": "2026-12-20T00:00:00Z", "ends_at": "2027-01-04T00:00:00Z"})
+    first = admin_api.post(path, body, format="json", HTTP_IDEMPOTENCY_KEY="create-1")
+    again = admin_api.post(path, body, format="json", HTTP_IDEMPOTENCY_KEY="create-1")
+    assert first.status_code == again.status_code == 201, (first.content, again.content)
+    assert again.json() == first.json() and again["Idempotent-Replayed"] == "true"
+    assert ChangeWindow.objects.count() + Freeze.objects.count() == 1
+    assert AuditEvent.objects.filter(action__endswith=".create").count() == 1
+    other = admin_api.post(path, {**body, "reason": "another"}, format="json", HTTP_IDEMPOTENCY_KEY="create-1")
+    assert other.status_code == 422
+
+
 def test_only_admins_write(fleet: Fleet, operator_api: Any, viewer_api: Any) -> None:
     assert operator_api.post(URL, _body(), format="json").status_code == 403
     assert viewer_api.get(URL).status_code == 200

@@ -374,7 +374,17 @@ def _delete_reason(request: Request) -> str:
     return str(data.get("reason", ""))[:1000]
 
 
-class ChangeWindowViewSet(viewsets.ModelViewSet):
+class IdempotentCreateMixin:
+    """A create that honours ``Idempotency-Key``: a client retrying a POST whose answer it lost gets
+    the first answer, not a second object (and a second audit record)."""
+
+    @extend_schema(parameters=[IDEMPOTENCY])
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return idempotent(request, lambda: super(IdempotentCreateMixin, self).create(  # type: ignore[misc]
+            request, *args, **kwargs))
+
+
+class ChangeWindowViewSet(IdempotentCreateMixin, viewsets.ModelViewSet):
     """Change windows: viewers read; admins write (each write audited)."""
 
     queryset = windows.window_list()
@@ -400,7 +410,7 @@ class ChangeWindowViewSet(viewsets.ModelViewSet):
         windows.window_delete(window=instance, actor=self.request.user, reason=_delete_reason(self.request))
 
 
-class FreezeViewSet(viewsets.ModelViewSet):
+class FreezeViewSet(IdempotentCreateMixin, viewsets.ModelViewSet):
     """Freezes: viewers read; admins write (each write audited with the freeze's reason)."""
 
     queryset = windows.freeze_list()
