@@ -41,6 +41,12 @@ class CommandState(models.TextChoices):
     EXPIRED = "expired", "Expired"
 
 
+# How long an agent is expected to take over a command once it has it (delivered, or acked in_progress);
+# past twice this, the command is stuck (apps/health/stuck.py). Installs and vector runs take minutes; the
+# rest is a state change on the host. A drain's own deadline is judged by its drain (drain_deadline).
+COMMAND_EXPECTED_S: dict[str, float] = {CommandKind.INSTALL_VERSIONS: 900, CommandKind.RUN_VECTORS: 900}
+COMMAND_EXPECTED_DEFAULT_S = 120.0
+
 # States an agent may report in an ack, and the states that are final.
 FINAL_ACK_STATES = (CommandState.SUCCEEDED, CommandState.FAILED, CommandState.UNKNOWN)
 ACK_STATES = (CommandState.IN_PROGRESS, *FINAL_ACK_STATES)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.db.models import Count, F, QuerySet
 from django.utils import timezone
 
-from apps.agents.choices import EnrolmentState
-from apps.agents.models import BootstrapToken, Enrolment
+from apps.agents.choices import (
+    COMMAND_EXPECTED_DEFAULT_S,
+    COMMAND_EXPECTED_S,
+    CommandKind,
+    CommandState,
+    EnrolmentState,
+)
+from apps.agents.models import BootstrapToken, Enrolment, NodeCommand
 from apps.inventory.models import Node
 
 
@@ -42,3 +49,16 @@ def bootstrap_tokens_active() -> QuerySet[BootstrapToken]:
     """Tokens that still admit joins: not revoked, not expired, uses left."""
     return (BootstrapToken.objects.filter(revoked_at__isnull=True, expires_at__gt=timezone.now(), used__lt=F("uses"))
             .select_related("tier").prefetch_related("racks").order_by("expires_at"))
+
+
+def commands_overdue(*, now: dt.datetime, factor: float) -> list[tuple[NodeCommand, float]]:
+    """Commands an agent has (delivered, or acked in_progress) for longer than ``factor`` × the kind's
+    expected duration, with that duration. Drains are judged by their own deadline."""
+    out = []
+    for c in (NodeCommand.objects.filter(state__in=(CommandState.DELIVERED, CommandState.IN_PROGRESS))
+              .exclude(kind=CommandKind.DRAIN).select_related("node").order_by("pk")):
+        expected = COMMAND_EXPECTED_S.get(c.kind, COMMAND_EXPECTED_DEFAULT_S)
+        since = c.delivered_at or c.created_at
+        if (now - since).total_seconds() > factor * expected:
+            out.append((c, expected))
+    return out

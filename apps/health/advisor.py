@@ -152,6 +152,16 @@ ADVICE: dict[str, list[Cause]] = {
               "finding's time (the exception is in the evidence)", "Fix the check or its parameters; until then "
               "watch these subjects by hand"),
     ],
+    "stuck": [
+        Cause("It waits on something that will not come: capacity the guard will not give up, another owner's hold, "
+              "an agent that took a command and went quiet", "The finding's \"waits for\": the capacity guard's "
+              "numbers, the holder, the agent's last answer; the node's page and the agent's log",
+              "Give it what it waits for (capacity, the holder's release), or abort or pause what owns it and "
+              "take the node out by hand"),
+        Cause("The controller that moves it stopped (a worker or the scheduler down)", "The worker and beat "
+              "processes, and whether other rollouts or runs move", "Restart the worker or beat; the state moves on "
+              "from where it is"),
+    ],
     "breaker": [
         Cause("Many nodes failing the same check at once is a software or settings change far more often than "
               "hardware", "The audit log: the most recent change named in the finding, and the time it happened",

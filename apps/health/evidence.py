@@ -79,6 +79,11 @@ EVIDENCE: dict[str, dict[str, Field]] = {
     "breaker": {"check": Field("Check"), "failing_nodes": Field("Failing nodes"),
                 "serving_nodes": Field("Serving nodes"), "share": pct("Share failing"), "breaker": pct("Trips above"),
                 "recent_change": Field("Most recent change")},
+    "stuck": {"object": Field("Object"), "state": Field("State"), "since": Field("Since"),
+              "stuck_s": Field("In this state for", "s"), "expected_s": Field("Expected", "s"),
+              "waits_for": Field("Waits for"), "rollout": Field("Rollout", prefix="#"),
+              "rollout_state": Field("Rollout's state"), "run": Field("Vector run", prefix="#"),
+              "phase": Field("Phase"), "command": Field("Command", prefix="#"), "kind": Field("Command kind")},
     "vector_regression": {"run": Field("Regression run", prefix="#"), "combination": Field("Combination", prefix="#"),
                           "cases": Field("Failing cases")},
 }

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.health import actions, hysteresis, selectors, services
+from apps.health import actions, hysteresis, selectors, services, stuck
 from apps.health.checks import BREAKER, CHECKER, CHECKS
 from apps.health.choices import ACTIVE_FINDING_STATES, SEVERITY_ORDER, FindingState, Severity, Status, SubjectKind
 from apps.health.evaluation import Evaluation, Limits, Subject, limits
@@ -224,6 +224,7 @@ def sweep(*, now: dt.datetime | None = None) -> dict[str, Any]:
             services.findings_announce(findings=changes[key] + changes_b[key], event=event, now=now)
     done = actions.act(configs=configs, lim=lim, now=now)
     released = actions.release_due(now=now)
+    overdue = stuck.sweep(now=now)
     return {"evaluations": len(evals), "opened": [f.pk for f in changes["opened"] + changes_b["opened"]],
             "resolved": [f.pk for f in changes["resolved"] + changes_b["resolved"]], "actions": done,
-            "released": released, "errors": {k: len(v) for k, v in errors.items() if v}}
+            "released": released, "errors": {k: len(v) for k, v in errors.items() if v}, "stuck": overdue}

@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 import apps.telemetry.selectors.cohorts as telemetry_selectors
+from apps.health.stuck import Stuck
 from apps.rollouts import gates
 from apps.rollouts.choices import FINAL_STEPS, Step
 from apps.rollouts.models import Rollout, RolloutNode
@@ -73,3 +74,31 @@ def cohort_latency(rollout: Rollout, *, now: dt.datetime | None = None) -> dict[
     return {"since": since, "until": until, "tolerance_pct": rollout.cohort_tolerance_pct,
             "cohorts": {name: {"nodes": len(ids), "points": series[name]} for name, ids in cohorts.items()},
             "gate": gates[-1] if gates else None}
+
+
+# A node's step is expected to take: its own timeout where it has one, else a state change's moment.
+QUICK_STEP_S = 120.0
+
+
+def _step_expected_s(r: Rollout, step: str) -> float:
+    return {Step.DRAINING: float(r.drain_deadline_s), Step.INSTALLING: float(r.install_timeout_s),
+            Step.VALIDATING: float(r.vectors_timeout_s), Step.ROLLING_BACK: float(r.install_timeout_s)
+            }.get(step, QUICK_STEP_S)  # type: ignore[call-overload]
+
+
+def stuck_steps(now: dt.datetime, factor: float) -> list[Stuck]:
+    """Nodes of rollouts in one step past ``factor`` × its expected duration (a failed node waits for a
+    person, and a node left for a person's hand says so: neither is stuck)."""
+    out = []
+    for rn in (RolloutNode.objects.exclude(step__in=sorted(FINAL_STEPS | {Step.PENDING, Step.FAILED}))
+               .filter(needs_hand=False, step_changed_at__isnull=False).select_related("rollout", "node")):
+        expected = _step_expected_s(rn.rollout, rn.step)
+        assert rn.step_changed_at is not None
+        if (now - rn.step_changed_at).total_seconds() <= factor * expected:
+            continue
+        out.append(Stuck(source="rollouts", key=f"rollout_node:{rn.pk}",
+                         what=f"rollout #{rn.rollout_id}: {rn.node.hostname}'s step", state=rn.step,
+                         since=rn.step_changed_at, expected_s=expected, waits_for=rn.waiting_for,
+                         node_id=rn.node_id, tier_id=rn.node.tier_id,
+                         detail={"rollout": rn.rollout_id, "rollout_state": rn.rollout.state}))
+    return out

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.db.models import Count, Max, Q, QuerySet
 
+from apps.health.stuck import Stuck
 from apps.inventory.models import Module, VersionCombination
-from apps.vectors.choices import FINAL_RUN_STATES, Outcome
+from apps.vectors.choices import FINAL_RUN_STATES, Outcome, RunPurpose, RunState, TargetState
 from apps.vectors.models import Suite, Vector, VectorResult, VectorRun
 
 
@@ -77,3 +79,30 @@ def operator_points(*, module_type_id: int, runs: int = 30) -> list[dict[str, An
                       worst=Max("max_abs_error")))
     return [{"run": r["run_id"], "finished_at": when[r["run_id"]], "operator": r["vector__operator"],
              "passed": r["passed"], "judged": r["judged"], "worst": r["worst"]} for r in rows if r["judged"]]
+
+
+def _run_expected_s(run: VectorRun) -> float:
+    """A run's modules work side by side, each within ``timeout_s``; a validation installs the candidate
+    first and puts the previous versions back after (each within the same timeout)."""
+    return float(run.timeout_s) * (3 if run.purpose == RunPurpose.VALIDATION else 1)
+
+
+def stuck_runs(now: dt.datetime, factor: float) -> list[Stuck]:
+    """Running vector runs past ``factor`` × their expected duration, with the modules they wait on."""
+    out = []
+    for run in VectorRun.objects.filter(state=RunState.RUNNING, started_at__isnull=False).select_related("suite"):
+        expected = _run_expected_s(run)
+        assert run.started_at is not None
+        if (now - run.started_at).total_seconds() <= factor * expected:
+            continue
+        open_targets = list(run.targets.exclude(state__in=(TargetState.DONE, TargetState.TIMED_OUT, TargetState.ERROR))
+                            .select_related("module", "command").order_by("module__serial"))
+        waits = ", ".join(f"{t.module.serial} ({t.state}"
+                          + (f", command #{t.command_id} {t.command.state}" if t.command else "") + ")"
+                          for t in open_targets[:10])
+        out.append(Stuck(source="vectors", key=f"vector_run:{run.pk}", what=f"vector run #{run.pk} ({run.suite})",
+                         state=f"{run.state} ({run.phase})", since=run.started_at, expected_s=expected,
+                         waits_for=(f"{len(open_targets)} module(s): {waits}" if open_targets
+                                    else "the controller to finish it: every module has answered"),
+                         detail={"run": run.pk, "phase": run.phase}))
+    return out
