@@ -402,6 +402,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # Node lifecycle: a node silent this long becomes unreachable (apps/operations/controllers.py).
 NODE_HEARTBEAT_TIMEOUT_S = float(os.environ.get("NODE_HEARTBEAT_TIMEOUT_S", "30"))
+# Stuck states (apps/health/stuck.py): how long a rollout node's cordoning or uncordoning step is expected
+# to take (a state change; it waits only on capacity or another owner's hold); stuck past twice it.
+ROLLOUT_STEP_EXPECTED_S = float(os.environ.get("ROLLOUT_STEP_EXPECTED_S", "120"))
 # The capacity function's parameters (apps/operations/capacity.py Params), e.g. {"target_util": 0.7}.
 CAPACITY: dict[str, float] = {k.removeprefix("CAPACITY_").lower(): float(v) for k, v in os.environ.items()
                               if k.startswith("CAPACITY_")}

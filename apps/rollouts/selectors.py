@@ -6,6 +6,7 @@ import datetime as dt
 from collections import Counter
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -76,14 +77,12 @@ def cohort_latency(rollout: Rollout, *, now: dt.datetime | None = None) -> dict[
             "gate": gates[-1] if gates else None}
 
 
-# A node's step is expected to take: its own timeout where it has one, else a state change's moment.
-QUICK_STEP_S = 120.0
-
-
 def _step_expected_s(r: Rollout, step: str) -> float:
+    """A node's step is expected to take its own timeout where it has one, else a state change's moment
+    (settings.ROLLOUT_STEP_EXPECTED_S)."""
     return {Step.DRAINING: float(r.drain_deadline_s), Step.INSTALLING: float(r.install_timeout_s),
             Step.VALIDATING: float(r.vectors_timeout_s), Step.ROLLING_BACK: float(r.install_timeout_s)
-            }.get(step, QUICK_STEP_S)  # type: ignore[call-overload]
+            }.get(step, settings.ROLLOUT_STEP_EXPECTED_S)  # type: ignore[call-overload]
 
 
 def stuck_steps(now: dt.datetime, factor: float) -> list[Stuck]:
