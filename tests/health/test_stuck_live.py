@@ -62,6 +62,7 @@ def test_a_step_waiting_for_capacity_raises_a_stuck_finding_naming_what_it_waits
                                                          waiting_for__contains="capacity").first(),
                       timeout=120, what="the canary's cordon to wait for capacity", interval=0.5)
     finding = wait_for(_stuck_finding, timeout=120, what="a stuck finding on the canary's step", interval=1.0)
+    assert canary is not None and finding is not None
     ev: dict[str, Any] = finding.evidence
     assert finding.node_id == canary.node_id and finding.severity == "warning"
     assert ev["state"] == "cordoning" and ev["rollout"] == pk and ev["expected_s"] == int(EXPECTED_S)
