@@ -48,6 +48,7 @@ def test_the_rollout_page_shows_waves_and_what_each_node_waits_for(
     canary = rollout.nodes.get(wave=0)
     assert canary.waiting_for and canary.waiting_for.split(":")[0] in page  # e.g. "draining n-1: ..."
     assert "waiting for its wave" in page
+    assert "In this step since" in page and f"{canary.step_changed_at:%Y-%m-%d %H:%M:%S} UTC" in page
     assert 'id="rollout-controls"' not in page  # viewers see, cannot act
     operator_page = _client(operator_user).get(f"/rollouts/{rollout.pk}/").content.decode()
     assert 'data-control="pause"' in operator_page and 'data-control="rollback"' in operator_page

@@ -173,6 +173,8 @@ def test_the_pages_show_runs_per_combination_and_a_runs_results(client, viewer_u
     html = detail.content.decode()
     assert detail.status_code == 200 and "45 / 45 results (100.0 %)" in html
     assert html.count('data-outcome="') == 45 and 'http-equiv="refresh"' not in html
+    run.refresh_from_db()
+    assert run.finished_at is not None and f"since {run.finished_at:%Y-%m-%d %H:%M:%S} UTC" in html
     errors = client.get(f"/vector-runs/{run.pk}/", {"outcome": "error"}).content.decode()
     assert errors.count('data-outcome="error"') == 1 and "Non per-tensor quantization" in errors
     assert client.get("/vector-runs/999999/").status_code == 404

@@ -41,7 +41,8 @@ async function refresh() {
     esc(n.rollback_phase) + ")</span>" : "") + '</td><td class="small">' + esc(n.waiting_for || n.reason) +
     '</td><td class="mono small">' + esc(n.lkg_driver) + " + " + esc(n.lkg_framework) + '</td><td class="small">' +
     (n.vector_run ? "#" + n.vector_run : "") + '</td><td class="nowrap small">' +
-    esc((n.step_changed_at || "").slice(11, 19)) + "</td></tr>").join("");
+    (n.step_changed_at ? '<time datetime="' + esc(n.step_changed_at) + '">' +
+      esc(n.step_changed_at.slice(0, 19).replace("T", " ")) + " UTC</time>" : "") + "</td></tr>").join("");
   $("rollout-gates").textContent = r.gates.length ? r.gates.map((g) => JSON.stringify(g)).join("\n")
     : "No gate evaluated yet.";
 }
