@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.db.models import Count, F, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 from django.utils import timezone
 
 from apps.agents.choices import (
@@ -55,7 +55,10 @@ def commands_overdue(*, now: dt.datetime, factor: float) -> list[tuple[NodeComma
     """Commands an agent has (delivered, or acked in_progress) for longer than ``factor`` × the kind's
     expected duration, with that duration. Drains are judged by their own deadline."""
     out = []
+    # Only those past the shortest expectation are read (at fleet scale most commands are younger).
+    shortest = now - dt.timedelta(seconds=factor * min(COMMAND_EXPECTED_DEFAULT_S, *COMMAND_EXPECTED_S.values()))
     for c in (NodeCommand.objects.filter(state__in=(CommandState.DELIVERED, CommandState.IN_PROGRESS))
+              .filter(Q(delivered_at__lt=shortest) | Q(delivered_at__isnull=True, created_at__lt=shortest))
               .exclude(kind=CommandKind.DRAIN).select_related("node").order_by("pk")):
         expected = COMMAND_EXPECTED_S.get(c.kind, COMMAND_EXPECTED_DEFAULT_S)
         since = c.delivered_at or c.created_at

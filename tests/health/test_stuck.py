@@ -17,9 +17,13 @@ from apps.health import stuck
 from apps.health.choices import ACTIVE_FINDING_STATES, FindingState
 from apps.health.models import Finding
 from apps.health.sweep import sweep
+from apps.inventory.models import Module
 from apps.rollouts import services
 from apps.rollouts.choices import Step
 from apps.rollouts.models import RolloutNode
+from apps.vectors.choices import RunState
+from apps.vectors.models import VectorRun
+from apps.vectors.runs import run_create
 from tests.rollouts.conftest import RolloutFleet
 
 pytestmark = pytest.mark.django_db
@@ -104,6 +108,24 @@ def test_a_command_its_agent_took_and_never_answered_is_stuck_with_the_agents_la
     NodeCommand.objects.filter(pk=quiet.pk).update(state=CommandState.SUCCEEDED, finished_at=now)
     stuck.sweep(now=now)
     assert {f.evidence["command"] for f in _stuck()} == {working.pk}
+
+
+def test_a_run_past_twice_its_timeout_is_stuck_naming_the_modules_it_waits_on(rfleet: RolloutFleet) -> None:
+    node = rfleet.node("n-1")
+    modules = list(Module.objects.filter(node=node))
+    run = run_create(suite=rfleet.suite, modules=modules, actor="test", timeout_s=60)
+    now = timezone.now()
+    VectorRun.objects.filter(pk=run.pk).update(state=RunState.RUNNING, started_at=now - dt.timedelta(seconds=100))
+    stuck.sweep(now=now)
+    assert _stuck() == []
+    stuck.sweep(now=now + dt.timedelta(seconds=30))
+    [f] = _stuck()
+    assert f.subject_key == f"stuck:vectors:vector_run:{run.pk}" and f.node_id is None
+    assert f.evidence["expected_s"] == 60 and f.evidence["run"] == run.pk
+    assert f"{len(modules)} module(s): {modules[0].serial} (pending)" in f.evidence["waits_for"]
+    VectorRun.objects.filter(pk=run.pk).update(state=RunState.PASSED, finished_at=now)
+    stuck.sweep(now=now + dt.timedelta(seconds=40))
+    assert _stuck() == []
 
 
 def test_the_health_sweep_asks_the_owners_and_one_that_fails_stops_no_other(
