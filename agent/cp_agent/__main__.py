@@ -13,6 +13,7 @@ import socket
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from agent.cp_agent import __version__, enrol
 from agent.cp_agent.backends import make_backend
@@ -82,7 +83,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     enrol.add_argument("--discover", default=os.environ.get("CP_DISCOVER", "none"), metavar="command:CMD",
                        help="how the modules are found: command:CMD runs a vendor tool that prints a JSON list of "
                             "{serial, vendor, model, slot, pcie_lanes, firmware_version, driver_version, "
-                            "framework_version}; none: no modules (default)")
+                            "framework_version}; exporter: read them from --backend exporter:URL through its "
+                            "--mapping's [discover] table; none: no modules (default)")
     enrol.add_argument("--machine-id", default=os.environ.get("CP_MACHINE_ID", ""),
                        help="the host's stable id, by which a re-join is matched (default: /etc/machine-id)")
     enrol.add_argument("--facts", default=os.environ.get("CP_FACTS", ""), metavar="FILE",
@@ -193,7 +195,7 @@ def _enrolled(args: argparse.Namespace, buffer_dir: Path, stop: threading.Event)
         facts = enrol.host_facts()
         if args.facts:
             facts.update(enrol.load_facts_file(args.facts))
-        modules = enrol.discover_modules(args.discover)
+        modules = enrol.discover_modules(args.discover, exporter=_exporter_for_discovery(args))
         machine = args.machine_id or enrol.machine_id()
         if not machine:
             raise enrol.EnrolError("no machine id: /etc/machine-id is unreadable; give --machine-id")
@@ -212,6 +214,16 @@ def _enrolled(args: argparse.Namespace, buffer_dir: Path, stop: threading.Event)
         return 0
     args.token, args.node = identity.key, identity.hostname
     return 0
+
+
+def _exporter_for_discovery(args: argparse.Namespace) -> Any:
+    """The exporter backend a join discovers its modules with (``--discover exporter``), or None."""
+    if args.discover != "exporter" or not args.backend.startswith("exporter:"):
+        return None
+    try:
+        return make_backend(args.backend, node=args.node, serials=[], mapping=args.mapping, aliases=args.aliases)
+    except ValueError as exc:
+        raise enrol.EnrolError(f"--discover exporter: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -165,14 +165,24 @@ def load_facts_file(path: str) -> dict[str, Any]:
 # ---- the modules ----------------------------------------------------------------------------------
 
 
-def discover_modules(spec: str, *, timeout: float = DISCOVER_TIMEOUT_S) -> list[dict[str, Any]]:
+def discover_modules(spec: str, *, timeout: float = DISCOVER_TIMEOUT_S,
+                     exporter: Any = None) -> list[dict[str, Any]]:
     """The modules a vendor tool lists: ``command:CMD`` runs CMD through /bin/sh, which prints a JSON
     list of objects (serial, vendor, model; slot, pcie_lanes, firmware_version, driver_version and
-    framework_version when it knows them). ``none`` (or empty): a node without modules."""
+    framework_version when it knows them). ``exporter``: the exporter backend's reading through its
+    mapping's [discover] table (``exporter``, an ``ExporterBackend``). ``none`` (or empty): a node
+    without modules."""
     if spec in ("", "none"):
         return []
+    if spec == "exporter":
+        if exporter is None:
+            raise EnrolError("--discover exporter: needs --backend exporter:URL and its --mapping")
+        try:
+            return [{k: m[k] for k in MODULE_FIELDS if k in m} for m in exporter.discover()]
+        except ValueError as exc:
+            raise EnrolError(f"--discover exporter: {exc}") from None
     if not spec.startswith("command:"):
-        raise EnrolError(f"--discover {spec!r}: expected command:CMD or none")
+        raise EnrolError(f"--discover {spec!r}: expected command:CMD, exporter or none")
     command = spec.removeprefix("command:")
     try:
         done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, timeout=timeout, check=False)

@@ -19,6 +19,14 @@ A mapping (TOML; ``mappings/dcgm-exporter.toml`` is shipped) names:
   temperature, summed power and counters, narrowest link) or ``value`` (a
   constant instead of a metric).
 
+- ``[discover]`` (optional): how a joining node lists its modules from the
+  exporter (``--discover exporter``): per join module field (``vendor``,
+  ``model``, ``slot``, ``pcie_lanes``, ``firmware_version``,
+  ``driver_version``, ``framework_version``) a table with ``label`` (the
+  module's series carry it, e.g. ``modelName``), ``value`` (a constant, e.g.
+  the vendor) or ``field`` (a mapped field's reading, e.g. the lanes from
+  ``link_width_expected``). ``vendor`` and ``model`` are required there.
+
 A field the mapping names but the endpoint lacks for a module is reported as
 missing (``null``), never as zero, and logged once (again if it comes back and
 goes again). A value outside the contract's range is reported as missing too,
@@ -58,6 +66,9 @@ FIELDS: dict[str, tuple[str, float, float, str]] = {
     "errors": ("int", 0, 2**63 - 1, "sum"),
 }
 AGGREGATES = ("sum", "mean", "max", "min")
+# Join module fields a mapping's [discover] table may fill, and whether each is a whole number.
+DISCOVER_FIELDS: dict[str, bool] = {"vendor": False, "model": False, "slot": True, "pcie_lanes": True,
+                                    "firmware_version": False, "driver_version": False, "framework_version": False}
 UTIL_SLACK = 0.05  # a utilisation up to 5 % over 1 (rounding in the exporter) is read as 1
 
 
@@ -72,12 +83,23 @@ class FieldRule:
 
 
 @dataclass(frozen=True)
+class DiscoverRule:
+    """Where a joining module's field comes from: one of a label, a constant or a mapped field."""
+
+    name: str
+    label: str = ""
+    value: str | int | None = None
+    field: str = ""
+
+
+@dataclass(frozen=True)
 class Mapping:
     exporter: str
     module_label: str
     rules: dict[str, FieldRule]
     missing_at_or_above: float | None = None
     source: str = ""
+    discover: dict[str, DiscoverRule] = field(default_factory=dict)
 
     def metrics(self) -> set[str]:
         return {m for r in self.rules.values() for m in r.metrics}
@@ -127,7 +149,33 @@ def parse_mapping(data: dict[str, Any], *, source: str = "") -> Mapping:
             value=None if value is None else _number(value, f"{where}.value"))
     return Mapping(exporter=str(data.get("exporter") or source), module_label=label, rules=rules,
                    missing_at_or_above=None if missing_at is None else _number(missing_at, "missing_at_or_above"),
-                   source=source)
+                   source=source, discover=_parse_discover(data.get("discover"), rules))
+
+
+def _parse_discover(data: Any, rules: dict[str, FieldRule]) -> dict[str, DiscoverRule]:
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError("discover: must be a table of join module field = { label | value | field = ... }")
+    out: dict[str, DiscoverRule] = {}
+    for name, spec in data.items():
+        where = f"discover.{name}"
+        if name not in DISCOVER_FIELDS:
+            raise ValueError(f"{where}: not a join module field; one of {', '.join(DISCOVER_FIELDS)}")
+        if not isinstance(spec, dict) or len(set(spec) & {"label", "value", "field"}) != 1 or set(spec) - {
+                "label", "value", "field"}:
+            raise ValueError(f"{where}: a table with exactly one of label, value or field")
+        label, value, mapped = spec.get("label", ""), spec.get("value"), spec.get("field", "")
+        if "label" in spec and (not isinstance(label, str) or not label):
+            raise ValueError(f"{where}.label: a label name")
+        if "value" in spec and (isinstance(value, bool) or not isinstance(value, (str, int)) or value == ""):
+            raise ValueError(f"{where}.value: a text or a whole number")
+        if "field" in spec and mapped not in rules:
+            raise ValueError(f"{where}.field: a field of [fields] ({', '.join(rules) or 'none mapped'})")
+        out[name] = DiscoverRule(name=name, label=label, value=value, field=mapped)
+    if out and not {"vendor", "model"} <= set(out):
+        raise ValueError("discover: vendor and model are required (a label or a value each)")
+    return out
 
 
 def load_mapping(name_or_path: str) -> Mapping:
@@ -197,6 +245,44 @@ class ExporterBackend:
         if self._once.clear("unreachable"):
             log.warning("exporter %s answers again", self.url)
         return self.map(exposition)
+
+    def discover(self) -> list[dict[str, Any]]:
+        """The node's modules as a join lists them, from one reading of the exporter through the mapping's
+        [discover] table. Raises ValueError (no such table, the endpoint unreadable, a field it lacks)."""
+        rules = self.mapping.discover
+        if not rules:
+            raise ValueError(f"mapping {self.mapping.source or self.mapping.exporter} has no [discover] table: "
+                             "it cannot say which vendor and model the modules are")
+        try:
+            exposition = prom.scrape(self._http, self.url)
+        except (httpx.HTTPError, ValueError) as exc:
+            raise ValueError(f"exporter {self.url} unreadable: {type(exc).__name__}: {exc}") from None
+        label = self.mapping.module_label
+        labels: dict[str, dict[str, str]] = {}
+        for metric in sorted(self.mapping.metrics()):
+            for s in exposition.get(metric):
+                if s.labels.get(label):
+                    labels.setdefault(s.labels[label], {}).update(s.labels)
+        readings = {r["serial"]: r for r in self.map(exposition)}
+        out = []
+        for value in sorted(labels, key=_natural):
+            serial = self.aliases.get(value, value)
+            module: dict[str, Any] = {"serial": serial}
+            for name, rule in rules.items():
+                got: Any = rule.value if rule.value is not None else (
+                    labels[value].get(rule.label) if rule.label else readings.get(serial, {}).get(rule.field))
+                if got is None or got == "":
+                    raise ValueError(f"module {serial} ({label}={value}): no "
+                                     + (f"label {rule.label}" if rule.label else f"{rule.field} reading")
+                                     + f" for its {name}")
+                if DISCOVER_FIELDS[name]:
+                    try:
+                        got = int(float(got))
+                    except (TypeError, ValueError):
+                        raise ValueError(f"module {serial}: {name} {got!r} is not a whole number") from None
+                module[name] = got if DISCOVER_FIELDS[name] else str(got)
+            out.append(module)
+        return out
 
     def run_vector(self, model: bytes, inputs: dict[str, Any]) -> list[Any]:
         raise NotImplementedError("the exporter backend reads metrics; it has no runtime to run vectors on")

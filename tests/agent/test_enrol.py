@@ -29,7 +29,7 @@ def test_it_takes_the_modules_a_vendor_tool_lists(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("spec", "says"), [
-    ("lspci", "expected command:CMD or none"),
+    ("lspci", "expected command:CMD, exporter or none"),
     ("command:exit 5", "failed with exit code 5"),
     ("command:echo not-json", "printed no JSON list"),
     ("command:echo '{\"serial\": \"S1\"}'", "must print a JSON list of module objects"),

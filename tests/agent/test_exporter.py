@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cp_agent import prom
+from agent.cp_agent import enrol, prom
 from agent.cp_agent.backends import make_backend
 from agent.cp_agent.exporter import FIELDS, ExporterBackend, load_mapping, parse_mapping
 from tests.agent.promserver import PromServer
@@ -172,3 +172,38 @@ def test_it_follows_the_documented_way_to_map_an_npu_exporter(tmp_path: Path) ->
     assert records[1]["errors"] == 3 and records[0]["errors"] == 0  # core + DMA errors
     assert records[0]["link_width_expected"] == 4  # a constant from the module's data sheet
     assert records[0]["link_width"] is None  # not exported: missing, not zero
+
+
+def test_a_joining_node_lists_its_modules_from_the_exporter_through_the_mappings_discover_table(
+        prom_server: PromServer) -> None:
+    prom_server.serve(FIXTURE.read_text())
+    backend = make_backend(f"exporter:{prom_server.url}", node="n-r1-08", serials=[], mapping="dcgm-exporter",
+                           aliases={UUIDS[1]: "L4-SN-0002"})
+    modules = enrol.discover_modules("exporter", exporter=backend)
+    assert [m["serial"] for m in modules] == [UUIDS[0], "L4-SN-0002", UUIDS[2], UUIDS[3]]
+    assert modules[0] == {"serial": UUIDS[0], "vendor": "NVIDIA", "model": "NVIDIA L4", "slot": 0, "pcie_lanes": 16,
+                          "driver_version": "550.54.15"}
+    assert [m["slot"] for m in modules] == [0, 1, 2, 3]
+    # A label the exporter does not carry is refused by name, not sent as a module without a model.
+    prom_server.serve(re.sub(r',modelName="[^"]*"', "", FIXTURE.read_text()))
+    with pytest.raises(enrol.EnrolError, match=r"no label modelName for its model"):
+        enrol.discover_modules("exporter", exporter=backend)
+    backend.close()
+    with pytest.raises(enrol.EnrolError, match="needs --backend exporter:URL"):
+        enrol.discover_modules("exporter")
+
+
+def test_it_refuses_a_discover_table_that_cannot_say_what_a_module_is() -> None:
+    base = {"module_label": "gpu", "fields": {"util": {"metric": "x"}}}
+    with pytest.raises(ValueError, match="vendor and model are required"):
+        parse_mapping({**base, "discover": {"vendor": {"value": "NVIDIA"}}})
+    with pytest.raises(ValueError, match=r"discover\.colour: not a join module field"):
+        parse_mapping({**base, "discover": {"colour": {"value": "red"}}})
+    with pytest.raises(ValueError, match=r"discover\.model: a table with exactly one of"):
+        parse_mapping({**base, "discover": {"vendor": {"value": "A"}, "model": {"label": "m", "value": "x"}}})
+    with pytest.raises(ValueError, match=r"discover\.pcie_lanes\.field: a field of \[fields\]"):
+        parse_mapping({**base, "discover": {"vendor": {"value": "A"}, "model": {"label": "m"},
+                                            "pcie_lanes": {"field": "link_width_expected"}}})
+    no_table = parse_mapping(base)
+    with pytest.raises(ValueError, match=r"no \[discover\] table"):
+        ExporterBackend(url="http://127.0.0.1:1/metrics", mapping=no_table).discover()
