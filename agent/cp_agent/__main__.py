@@ -20,6 +20,7 @@ from agent.cp_agent.backends import make_backend
 from agent.cp_agent.backoff import Backoff
 from agent.cp_agent.client import ApiClient
 from agent.cp_agent.commands import CommandRegistry
+from agent.cp_agent.holders import make_holders
 from agent.cp_agent.hooks import ACTIONS, DEFAULT_TIMEOUT_S, Hook, register_actions
 from agent.cp_agent.inflight import SPEC_HELP, make_in_flight
 from agent.cp_agent.latency import LatencyLog
@@ -108,6 +109,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"where requests in flight come from (required; env CP_IN_FLIGHT_FROM): {SPEC_HELP}. "
                         "With none, or while a read fails, in_flight is reported as null (unknown) and a drain "
                         "waits for its deadline")
+    p.add_argument("--holders-from", default=os.environ.get("CP_HOLDERS_FROM", "none"), metavar="command:CMD",
+                   help="the processes holding the modules, so a drain waits for them: command:CMD prints a JSON "
+                        "list of {pid, name, module} (module: a serial, or a --module-alias value such as a device "
+                        "file); none: not looked at (default)")
     p.add_argument("--latency-log", default=os.environ.get("CP_LATENCY_LOG", ""), metavar="PATH",
                    help="a file the serving process appends '<stage> <ms>' lines to, one per request stage; each "
                         "sample sends the latencies added since as log-bucket histograms (wire contract 3; "
@@ -162,6 +167,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     except ValueError as exc:
         p.error(f"--in-flight-from {exc}")
     args.aliases = _pairs(args.module_alias, "--module-alias", p)
+    try:
+        args.holders = make_holders(args.holders_from, aliases=args.aliases, timeout=min(5.0, max(1.0, args.interval)))
+    except ValueError as exc:
+        p.error(f"--holders-from {exc}")
     default, per_kind = _timeouts(args.hook_timeout, p)
     args.hooks = {kind: Hook(kind, getattr(args, f"on_{kind}"), per_kind.get(kind, default))
                   for kind in ACTIONS if getattr(args, f"on_{kind}")}
@@ -261,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         node=args.node,
         spool=Spool(buffer_dir, max_batches=args.buffer_max, prefix=args.node),
         backend=backend,
-        in_flight=args.in_flight,
+        in_flight=args.in_flight, holders=args.holders,
         latency=LatencyLog(args.latency_log) if args.latency_log else None,
         interval=args.interval,
         send_interval=args.send_interval,

@@ -18,6 +18,7 @@ log = logging.getLogger("cp_agent.client")
 # it speaks 2, which every server since the field existed takes.
 CONTRACT = 2
 CONTRACT_LATENCY = 3
+CONTRACT_HOLDERS = 4  # the newest this agent speaks: node samples may list the processes holding modules
 
 TELEMETRY_PATH = "/api/v1/telemetry/"
 COMMANDS_PATH = "/api/v1/agent/commands/"
@@ -67,7 +68,7 @@ class ApiClient:
             timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
             # who this agent is, on every request: its version and the newest contract it speaks
             headers={"Authorization": f"Agent {token}", "User-Agent": f"cp-agent/{__version__}",
-                     "X-Agent-Contract": str(CONTRACT_LATENCY)},
+                     "X-Agent-Contract": str(CONTRACT_HOLDERS)},
             transport=transport,
         )
 

@@ -25,8 +25,9 @@ import httpx
 
 from agent.cp_agent.backends import ModuleBackend
 from agent.cp_agent.backoff import Backoff
-from agent.cp_agent.client import CONTRACT, CONTRACT_LATENCY, ApiClient, Outcome
+from agent.cp_agent.client import CONTRACT, CONTRACT_HOLDERS, CONTRACT_LATENCY, ApiClient, Outcome
 from agent.cp_agent.commands import CommandExecutor, CommandRegistry
+from agent.cp_agent.holders import HoldersSource, NoHolders
 from agent.cp_agent.host import HostMetrics
 from agent.cp_agent.inflight import InFlightSource, NoInFlight
 from agent.cp_agent.latency import LatencyLog
@@ -64,7 +65,7 @@ class Agent:
                  host: HostMetrics | None = None, backoff_base: float = 1.0, backoff_cap: float = 60.0,
                  command_wait: float = 20.0, commands: CommandRegistry | None = None, poll_commands: bool = True,
                  progress_after: float = 5.0, progress_every: float = 20.0,
-                 latency: LatencyLog | None = None) -> None:
+                 latency: LatencyLog | None = None, holders: HoldersSource | None = None) -> None:
         self.client = client
         self.node = node
         self.spool = spool
@@ -72,7 +73,9 @@ class Agent:
         # No source given: unknown (null), never a made-up zero that would end every drain at once.
         self.in_flight: InFlightSource = in_flight or NoInFlight()
         self.latency = latency
-        self.contract = CONTRACT_LATENCY if latency is not None else CONTRACT
+        self.holders: HoldersSource = holders or NoHolders()
+        self.contract = (CONTRACT_HOLDERS if not isinstance(self.holders, NoHolders)
+                         else CONTRACT_LATENCY if latency is not None else CONTRACT)
         self.interval = interval
         self.send_interval = interval if send_interval is None else max(send_interval, 0.0)
         # Samples per batch: the samples of one send interval, at least 1, at most MAX_SAMPLES_PER_BATCH.
@@ -98,6 +101,8 @@ class Agent:
                   "in_flight": self.in_flight.read(), "modules": self.backend.read()}
         if self.latency is not None and (histograms := self.latency.read()):
             sample["latency"] = histograms
+        if (holders := self.holders.read()) is not None:
+            sample["holders"] = holders
         return sample
 
     def sample_once(self) -> None:

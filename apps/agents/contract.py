@@ -19,13 +19,17 @@ versions accepted.
   latencies of the requests the node served since its previous sample
   (``apps/telemetry/sketch.py``), which the rollups merge exactly into node, tier
   and fleet percentiles.
+- 4: a node sample may carry ``holders``: the processes holding the node's modules (pid, name,
+  module serial), as the agent's ``--holders-from`` hook lists them. A drain is not drained while
+  the node's newest list names one; an empty list says none holds a module. Optional: an agent that
+  does not look sends no list and its drains end on the in-flight count alone.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-VERSIONS: tuple[int, ...] = (1, 2, 3)
+VERSIONS: tuple[int, ...] = (1, 2, 3, 4)
 CURRENT = VERSIONS[-1]
 # An agent says which agent it is on every request: ``User-Agent: cp-agent/VERSION`` and the newest
 # contract version it speaks in ``X-Agent-Contract``. One whose newest is older than CURRENT is an
@@ -35,6 +39,9 @@ CONTRACT_HEADER = "X-Agent-Contract"
 ENDPOINTS_SINCE = 3
 # Since which version a node sample may carry latency histograms.
 LATENCY_SINCE = 3
+# Since which version a node sample may carry the processes holding its modules, and at most how many.
+HOLDERS_SINCE = 4
+MAX_HOLDERS = 256
 
 
 class UnknownContract(ValueError):

@@ -252,6 +252,7 @@ class NodeDetailView(ViewerRequiredMixin, DetailView):
             node_events=audit.audit_recent(limit=6, target_type="node", target_id=str(node.pk)),
             figures=charts.node_figures(node=node, minutes=common["minutes"]),
             rollout_skip=rollouts.node_skip_finding(node_id=node.pk),
+            holders=operations.node_holders(node_id=node.pk),
         )
         refusal = scopes.nodes_refusal(actor=self.request.user, nodes=[node])
         if refusal is not None:  # not offered: the API would refuse them; an operator is told why

@@ -447,15 +447,18 @@ def hold_reclaim(*, node: Node, hold: Drain, actor: Any, reason: str, related: A
 # ---- the drain controller's writes ------------------------------------------------------------
 
 
-def drain_complete(*, drain: Drain, node: Node, forced: bool, in_flight: int | None, now: dt.datetime) -> None:
+def drain_complete(*, drain: Drain, node: Node, forced: bool, in_flight: int | None, now: dt.datetime,
+                   holders: list[dict[str, Any]] | None = None) -> None:
     """Mark ``drain`` drained (node and drain locked by the caller), then go where the drain says:
-    stay, enter maintenance, or return to standby (a scale-down, only when empty)."""
+    stay, enter maintenance, or return to standby (a scale-down, only when empty). A forced drain's
+    audit names the processes still holding the node's modules."""
     drain.state, drain.drained_at, drain.forced = DrainState.DRAINED, now, forced
     if forced:
         drain.in_flight_at_force = in_flight
     drain.save(update_fields=["state", "drained_at", "forced", "in_flight_at_force"])
     text = (f"deadline passed with {in_flight if in_flight is not None else 'an unknown number of'} requests in "
-            f"flight: forced" if forced else "node reports zero in flight")
+            f"flight" + (f" and {len(holders)} process(es) holding its modules ({selectors.holders_text(holders)})"
+                         if holders else "") + ": forced" if forced else "node reports zero in flight")
     action = "drain.forced" if forced else "drain.completed"
     if drain.after == AfterDrain.MAINTENANCE:
         _move(node, N.DRAINED, actor=SYSTEM, action=action, reason=text, source=Source.SYSTEM, owner=drain.owner,

@@ -17,7 +17,7 @@ from apps.inventory.selectors import version_drift
 from apps.operations import capacity
 from apps.operations.choices import ACTIVE_DRAIN_STATES, AfterDrain, DeadlineAction, DrainState, ScaleState
 from apps.operations.models import AutoscalerDecision, AutoscalerPolicy, Drain, Quarantine, ScaleRequest
-from apps.telemetry.models import NodeStatus
+from apps.telemetry.models import NodeHolders, NodeStatus
 from apps.telemetry.selectors.snapshot import fleet_snapshot, nodes_not_seen
 
 # A tier's queue depth older than this is not acted on.
@@ -44,6 +44,26 @@ def human_duration(seconds: float) -> str:
 
 def node_report(*, node_id: int) -> NodeStatus | None:
     return NodeStatus.objects.filter(node_id=node_id).first()
+
+
+def node_holders(*, node_id: int) -> NodeHolders | None:
+    """The processes holding the node's modules as its agent last listed them; None: it does not look."""
+    return NodeHolders.objects.filter(node_id=node_id).first()
+
+
+def holders_text(holders: list[dict[str, Any]], *, limit: int = 5) -> str:
+    """``"pid 4242 vllm on AX-1; pid 17 python on AX-2"`` (and how many more)."""
+    shown = "; ".join(f"pid {h['pid']} {h['name']} on {h['module']}" for h in holders[:limit])
+    return shown + (f" and {len(holders) - limit} more" if len(holders) > limit else "")
+
+
+def drain_holders(drain: Drain) -> tuple[list[dict[str, Any]], bool] | None:
+    """The processes the node's agent last listed as holding its modules, and whether that list is
+    newer than the drain's start; None when its agent does not look (it never listed any)."""
+    row = node_holders(node_id=drain.node_id)
+    if row is None:
+        return None
+    return list(row.holders or []), row.time >= drain.started_at
 
 
 def node_last_seen(*, node_id: int) -> dt.datetime | None:
@@ -179,8 +199,17 @@ def drain_waiting_for(drain: Drain, *, now: dt.datetime | None = None, status: A
                          + ("" if drain.deadline is not None else " (none set: release it by hand)"))
         else:
             n = report.in_flight
-            parts.append(f"waiting for {n} in-flight request{'s' if n != 1 else ''}" if n
-                         else "zero in flight reported; completes on the next pass")
+            held = drain_holders(drain)
+            if n:
+                parts.append(f"waiting for {n} in-flight request{'s' if n != 1 else ''}")
+            elif held is not None and not held[1]:
+                parts.append("zero in flight; waiting for the agent's list of what holds the modules, newer "
+                             "than the drain's start")
+            elif held is not None and held[0]:
+                parts.append(f"zero in flight; waiting for {len(held[0])} process(es) holding its modules: "
+                             f"{holders_text(held[0])}")
+            else:
+                parts.append("zero in flight reported; completes on the next pass")
         if drain.deadline is not None:
             left = (drain.deadline - now).total_seconds()
             if left > 0:

@@ -38,6 +38,12 @@ class NodeStatusAdmin(ReadOnlyAdmin):
     search_fields = ["node__hostname"]
 
 
+@admin.register(models.NodeHolders)
+class NodeHoldersAdmin(ReadOnlyAdmin):
+    list_display = ["node", "time", "holders"]
+    search_fields = ["node__hostname"]
+
+
 @admin.register(models.ModuleStatus)
 class ModuleStatusAdmin(ReadOnlyAdmin):
     list_display = ["module", "node", "time", "util", "temp_c", "power_w", "link_width", "link_width_expected",

@@ -4,6 +4,7 @@ validated rows (``ParsedBatch``), and the checks of its id and contract version 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,7 @@ class ParsedBatch:
     stage_rows: list[tuple[Any, ...]] = field(default_factory=list)
     endpoint_rows: list[tuple[Any, ...]] = field(default_factory=list)  # from tier samples' ``endpoints``
     latency_rows: list[tuple[Any, ...]] = field(default_factory=list)  # (time, node, stage, offset, counts, n)
+    holder_rows: list[tuple[Any, ...]] = field(default_factory=list)  # (time, node, holders as JSON text)
     min_time: dt.datetime | None = None
     max_time: dt.datetime | None = None
 
@@ -71,6 +73,11 @@ class ParsedBatch:
             self.min_time = t
         if self.max_time is None or t > self.max_time:
             self.max_time = t
+
+
+def holders_json(holders: list[dict[str, Any]]) -> str:
+    """A node's holders as the stored JSON text (the writer casts it to jsonb)."""
+    return json.dumps(holders, separators=(",", ":"))
 
 
 def check_batch_id(payload: Any) -> str:

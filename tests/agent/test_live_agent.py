@@ -18,7 +18,7 @@ from apps.audit.models import AuditEvent
 from apps.inventory.models import Module, Node
 from apps.operations import controllers as operations
 from apps.operations.models import Drain
-from apps.telemetry.models import IngestBatch, NodeSample, NodeStatus
+from apps.telemetry.models import IngestBatch, NodeHolders, NodeSample, NodeStatus
 from tests.agent.fleet import make_node
 from tests.agent.promserver import PromServer, in_flight_gauge
 from tests.live.stack import LiveStack, wait_for
@@ -216,3 +216,34 @@ def test_it_keeps_a_missing_exporter_series_null_through_to_the_api(live_stack: 
     assert modules[serials[0]]["util"] == 0.87 and modules[serials[0]]["power_w"] == 63.412
     assert modules[serials[2]]["link_width"] == 8 and modules[serials[2]]["link_width_expected"] == 16
     assert body["latest"]["in_flight"] is None
+
+
+def test_a_drain_waits_on_a_process_the_holders_hook_reports_and_names_it(live_stack: LiveStack,
+                                                                         tmp_path: Path) -> None:
+    live_stack.web()
+    node = make_node("n-live-held", modules=1)
+    listing = tmp_path / "holders.json"
+    # The hook lists a process with the module's device open, by its device file (mapped to the serial).
+    listing.write_text('[{"pid": 4242, "name": "vllm", "module": "/dev/ax0"}]')
+    live_stack.agent(node, "--in-flight-from", "command:echo 0", "--backend", "none",
+                     "--holders-from", f"command:cat {listing}", "--module-alias", "/dev/ax0=n-live-held-m0",
+                     "--send-interval", str(SEND), interval=INTERVAL)
+    wait_for(lambda: NodeHolders.objects.filter(node=node).exclude(holders=[]).exists(), timeout=30,
+             what="the agent to list the process holding its module")
+    api = _api(live_stack)
+    drain = _drain(api, node, deadline_s=600)
+    started = Drain.objects.get(pk=drain["id"]).started_at
+    wait_for(lambda: NodeHolders.objects.filter(node=node, time__gte=started).exists(), timeout=30,
+             what="a list newer than the drain's start")
+    # Zero in flight, but vllm still holds the module: the drain waits and names it.
+    for _ in range(3):
+        assert operations.drain_advance(drain_id=drain["id"]) == "waiting"
+        time.sleep(TICK)
+    shown = api.get(f"/api/v1/drains/{drain['id']}/").json()
+    assert shown["state"] == "draining"
+    assert "waiting for 1 process(es) holding its modules: pid 4242 vllm on n-live-held-m0" in shown["waiting_for"]
+
+    listing.write_text("[]")  # the process let go of the device
+    wait_for(lambda: operations.drain_advance(drain_id=drain["id"]) == "drained", timeout=60, interval=TICK,
+             what="the drain to end once the hook lists no holder")
+    assert api.get(f"/api/v1/drains/{drain['id']}/").json()["state"] == "drained"

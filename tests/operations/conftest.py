@@ -64,12 +64,23 @@ class Fleet:
         self.send_sample(node, {"time": when, "node": node.hostname, "cpu_util": 0.3, "mem_util": 0.3,
                                 "load1": 1.0, "in_flight": in_flight, "threads": 100, "modules": []})
 
-    def send_sample(self, node: Node, sample: dict[str, Any]) -> None:
+    def report_holders(self, node: Node, in_flight: int | None, holders: list[dict[str, Any]] | None, *,
+                       at: dt.datetime | None = None) -> None:
+        """As ``report``, from an agent that lists the processes holding its modules (contract 4); None:
+        this sample carries no list (the agent's read failed)."""
+        sample: dict[str, Any] = {"time": (at or timezone.now()).isoformat(), "node": node.hostname,
+                                  "cpu_util": 0.3, "mem_util": 0.3, "load1": 1.0, "in_flight": in_flight,
+                                  "threads": 100, "modules": []}
+        if holders is not None:
+            sample["holders"] = holders
+        self.send_sample(node, sample, contract=4)
+
+    def send_sample(self, node: Node, sample: dict[str, Any], *, contract: int = 3) -> None:
         token = self._tokens.get(node.pk)
         if token is None:
             token, _ = agent_token_issue(kind=AgentKind.NODE, node=node, actor="test")
             self._tokens[node.pk] = token
-        telemetry_ingest(token=token, payload={"batch_id": f"test-batch-{next(_batch):06d}", "contract": 3,
+        telemetry_ingest(token=token, payload={"batch_id": f"test-batch-{next(_batch):06d}", "contract": contract,
                                                "node_samples": [sample]})
 
     def gateway_key(self) -> str:

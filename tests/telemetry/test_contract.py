@@ -1,14 +1,17 @@
-"""The versioned wire contract: which versions the server speaks, and what version 2
-adds (null for what an agent does not know, stored as null and shown as null)."""
+"""The versioned wire contract: which versions the server speaks, what version 2 adds (null for what
+an agent does not know, stored as null and shown as null) and what version 4 adds (the processes
+holding a node's modules)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
+import pytest
 from django.utils import timezone
 
 from apps.agents.contract import CURRENT, VERSIONS
-from apps.telemetry.models import IngestBatch, ModuleSample, ModuleStatus, NodeSample, NodeStatus
+from apps.telemetry.models import IngestBatch, ModuleSample, ModuleStatus, NodeHolders, NodeSample, NodeStatus
 from apps.telemetry.rollups.rollup import telemetry_rollup
 from tests.telemetry.conftest import Fleet, node_sample, stored
 
@@ -25,17 +28,17 @@ def _batch(batch_id: str, *samples: dict[str, Any], contract: Any = None) -> dic
 
 
 def test_it_refuses_an_unknown_contract_version_listing_those_it_speaks(fleet: Fleet) -> None:
-    assert VERSIONS == (1, 2, 3) and CURRENT == 3
-    for version in (4, 0, 99):
+    assert VERSIONS == (1, 2, 3, 4) and CURRENT == 4
+    for version in (5, 0, 99):
         r = fleet.client(fleet.key_a).post(URL, _batch(f"c-{version:06d}", node_sample("n-a"), contract=version),
                                            format="json")
         assert r.status_code == 400, r.content
         body = r.json()
-        assert body["contract_versions"] == [1, 2, 3]
-        assert body["errors"] == {"contract": [f"version {version} is not one this server speaks: it speaks 1, 2, 3"]}
-        assert body["detail"] == f"contract: version {version} is not one this server speaks: it speaks 1, 2, 3"
+        assert body["contract_versions"] == [1, 2, 3, 4]
+        said = f"version {version} is not one this server speaks: it speaks 1, 2, 3, 4"
+        assert body["errors"] == {"contract": [said]} and body["detail"] == f"contract: {said}"
     r = fleet.client(fleet.key_a).post(URL, _batch("c-text-01", node_sample("n-a"), contract="2"), format="json")
-    assert r.status_code == 400 and r.json()["contract_versions"] == [1, 2, 3]
+    assert r.status_code == 400 and r.json()["contract_versions"] == [1, 2, 3, 4]
     assert not IngestBatch.objects.exists() and not NodeSample.objects.exists()
 
 
@@ -43,7 +46,7 @@ def test_it_refuses_an_unknown_version_even_for_a_stored_batch_id(fleet: Fleet) 
     agent = fleet.client(fleet.key_a)
     assert agent.post(URL, _batch("c-dup-0001", node_sample("n-a")), format="json").status_code == 202
     r = agent.post(URL, _batch("c-dup-0001", node_sample("n-a"), contract=7), format="json")
-    assert r.status_code == 400 and r.json()["contract_versions"] == [1, 2, 3]
+    assert r.status_code == 400 and r.json()["contract_versions"] == [1, 2, 3, 4]
 
 
 def test_it_takes_a_batch_without_a_version_as_version_1(fleet: Fleet) -> None:
@@ -105,3 +108,40 @@ def test_it_describes_the_contract_in_the_schema(viewer_api: Any) -> None:
     assert "contract" in batch
     sample = schema["components"]["schemas"]["NodeSampleInRequest"]["properties"]["in_flight"]
     assert sample.get("nullable") is True
+
+
+def test_a_contract_4_sample_lists_the_processes_holding_its_modules_and_the_newest_list_is_kept(
+        fleet: Fleet) -> None:
+    agent = fleet.client(fleet.key_a)
+    now = timezone.now()
+    vllm = {"pid": 4242, "name": "vllm", "module": "A-0"}
+    first = {**node_sample("n-a", now - dt.timedelta(seconds=10), ["A-0"]), "holders": [vllm]}
+    assert agent.post(URL, _batch("hold-0001", first, contract=4), format="json").status_code == 202
+    stored()
+    row = NodeHolders.objects.get(node=fleet.node_a)
+    assert row.holders == [vllm]
+    # An older list arriving late does not replace a newer one; a newer empty one does.
+    late = {**node_sample("n-a", now - dt.timedelta(seconds=20), ["A-0"]), "holders": []}
+    newer = {**node_sample("n-a", now, ["A-0"]), "holders": []}
+    assert agent.post(URL, _batch("hold-0002", late, contract=4), format="json").status_code == 202
+    stored()
+    assert NodeHolders.objects.get(node=fleet.node_a).holders == [vllm]
+    assert agent.post(URL, _batch("hold-0003", newer, contract=4), format="json").status_code == 202
+    stored()
+    assert NodeHolders.objects.get(node=fleet.node_a).holders == []
+
+
+@pytest.mark.parametrize(("holders", "contract", "path", "words"), [
+    ([{"pid": 1, "name": "x", "module": "A-0"}], 3, "node_samples[0].holders", "need contract 4"),
+    ([{"pid": 1, "name": "x", "module": "B-0"}], 4, "node_samples[0].holders[0].module", "one of this node's"),
+    ([{"pid": 0, "name": "x", "module": "A-0"}], 4, "node_samples[0].holders[0].pid", "whole number"),
+    ([{"pid": 1, "name": "x", "module": "A-0", "user": "root"}], 4, "node_samples[0].holders[0]", "unknown field"),
+    ({"pid": 1}, 4, "node_samples[0].holders", "must be a list"),
+])
+def test_a_bad_holders_list_is_refused_naming_where(fleet: Fleet, holders: Any, contract: int, path: str,
+                                                    words: str) -> None:
+    sample = {**node_sample("n-a", None, ["A-0"]), "holders": holders}
+    r = fleet.client(fleet.key_a).post(URL, _batch("hold-bad-01", sample, contract=contract), format="json")
+    assert r.status_code == 400, r.content
+    assert words in str(r.json()["errors"].get(path)), r.json()
+    assert not NodeHolders.objects.exists() and not IngestBatch.objects.exists()

@@ -126,6 +126,12 @@ def _scenarios(fleet: Fleet) -> list[tuple[str, str, Any]]:
          {**_nodes(1, "lat-far-01", latency={"intent": {"offset": 806, "counts": [1, 1]}}), "contract": 3}),
         ("histogram of an unknown stage", fleet.key_a,
          {**_nodes(1, "lat-warp-1", latency={"warp": {"offset": 0, "counts": [1]}}), "contract": 3}),
+        ("holders in contract 3", fleet.key_a,
+         {**_nodes(1, "hold-in-v3", holders=[{"pid": 7, "name": "vllm", "module": "A-0"}]), "contract": 3}),
+        ("a holder of another node's module", fleet.key_a,
+         {**_nodes(1, "hold-foreign", holders=[{"pid": 7, "name": "vllm", "module": "B-0"}]), "contract": 4}),
+        ("a holder without a pid", fleet.key_a,
+         {**_nodes(1, "hold-no-pid", holders=[{"name": "vllm", "module": "A-0"}]), "contract": 4}),
     ]
 
 

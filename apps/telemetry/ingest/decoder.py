@@ -27,7 +27,7 @@ import msgspec
 from msgspec import Meta
 
 from apps.agents.choices import AgentKind
-from apps.agents.contract import LATENCY_SINCE, VERSIONS
+from apps.agents.contract import HOLDERS_SINCE, LATENCY_SINCE, MAX_HOLDERS, VERSIONS
 from apps.agents.identity import AgentIdentity
 from apps.common import jsonbody
 from apps.inventory.choices import MAX_MODULES_PER_NODE
@@ -40,6 +40,7 @@ from apps.telemetry.batch import (
     STAGES,
     BatchRejected,
     ParsedBatch,
+    holders_json,
     max_future_skew_s,
     raw_retention_hours,
 )
@@ -68,6 +69,12 @@ ModuleIn = msgspec.defstruct("ModuleIn", [("serial", Name),
                                           *((m.name, _metric_type(m)) for m in metrics.MODULE_METRICS)])
 
 
+class HolderIn(msgspec.Struct, forbid_unknown_fields=True):
+    pid: Annotated[int, Meta(ge=1, le=INT32)]
+    name: Annotated[str, Meta(min_length=1, max_length=128)]
+    module: Name
+
+
 class HistogramIn(msgspec.Struct):
     offset: Annotated[int, Meta(ge=sketch.MIN_INDEX, le=sketch.MAX_INDEX)]
     counts: Annotated[list[Count32], Meta(min_length=1, max_length=sketch.MAX_BUCKETS)]
@@ -77,6 +84,7 @@ NodeSampleIn = msgspec.defstruct("NodeSampleIn", [
     ("time", Time), ("node", Name), *((m.name, _metric_type(m)) for m in metrics.NODE_METRICS),
     ("modules", Annotated[list[ModuleIn], Meta(max_length=MAX_MODULES_PER_NODE)], []),  # type: ignore[valid-type]
     ("latency", dict[str, HistogramIn] | None, None),
+    ("holders", Annotated[list[HolderIn], Meta(max_length=MAX_HOLDERS)] | None, None),  # type: ignore[valid-type]
 ])
 
 
@@ -216,6 +224,11 @@ def _node_rows(samples: list[Any], identity: AgentIdentity, out: ParsedBatch,
                 if stage not in STAGES or h.offset + len(h.counts) - 1 > sketch.MAX_INDEX or n > INT32:
                     raise NeedsFullCheck
                 out.latency_rows.append((t, node_id, stage, h.offset, h.counts, n))
+        if s.holders is not None:
+            if contract < HOLDERS_SINCE or any(h.module not in own for h in s.holders):
+                raise NeedsFullCheck  # the complete check names the version or the module
+            out.holder_rows.append((t, node_id, holders_json(
+                [{"pid": h.pid, "name": h.name, "module": h.module} for h in s.holders])))
         if len(s.modules) > 1 and len({m.serial for m in s.modules}) != len(s.modules):
             raise NeedsFullCheck
         for m in s.modules:

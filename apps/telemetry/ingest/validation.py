@@ -14,7 +14,7 @@ import datetime as dt
 from typing import Any
 
 from apps.agents.choices import AgentKind
-from apps.agents.contract import ENDPOINTS_SINCE, LATENCY_SINCE
+from apps.agents.contract import ENDPOINTS_SINCE, HOLDERS_SINCE, LATENCY_SINCE, MAX_HOLDERS
 from apps.agents.identity import AgentIdentity
 from apps.inventory.choices import MAX_MODULES_PER_NODE
 from apps.inventory.models import ExternalEndpoint, Module, Node, Tier
@@ -28,6 +28,7 @@ from apps.telemetry.batch import (
     ParsedBatch,
     check_batch_id,
     check_contract,
+    holders_json,
     max_future_skew_s,
     raw_retention_hours,
 )
@@ -218,10 +219,49 @@ def _parse_node_samples(c: _Collector, batch: ParsedBatch, items: list[Any], tok
             if t is not None and module_id is not None and mvalues is not None:
                 batch.module_rows.append((t, module_id, node.pk, *mvalues))
         latency = _latency(c, item, path, batch.contract)
+        holders = _holders(c, item, path, batch.contract, own_modules)
         if t is not None and values is not None:
             batch.note_time(t)
             batch.node_rows.append((t, node.pk, *values))
             batch.latency_rows.extend((t, node.pk, *h) for h in latency)
+            if holders is not None:
+                batch.holder_rows.append((t, node.pk, holders_json(holders)))
+
+
+def _holders(c: _Collector, item: dict[str, Any], path: str, contract: int,
+             own_modules: dict[str, int]) -> list[dict[str, Any]] | None:
+    """A node sample's processes holding its modules (contract 4): [{pid, name, module}], None: not sent."""
+    value = item.get("holders")
+    if value is None:
+        return None
+    path = f"{path}.holders"
+    if contract < HOLDERS_SINCE:
+        c.add(path, f"holders need contract {HOLDERS_SINCE} or later (this batch speaks {contract})")
+        return None
+    if not isinstance(value, list):
+        c.add(path, "must be a list of {pid, name, module}")
+        return None
+    if len(value) > MAX_HOLDERS:
+        c.add(path, f"at most {MAX_HOLDERS} holders per sample")
+        return None
+    out = []
+    for i, h in enumerate(value):
+        hpath = f"{path}[{i}]"
+        if not isinstance(h, dict):
+            c.add(hpath, "must be an object {pid, name, module}")
+            continue
+        extra = set(h) - {"pid", "name", "module"}
+        if extra:
+            c.add(hpath, f"unknown field(s) {', '.join(sorted(map(str, extra)))}")
+        pid, name, module = h.get("pid"), h.get("name"), h.get("module")
+        if isinstance(pid, bool) or not isinstance(pid, int) or not 1 <= pid <= INT32:
+            c.add(f"{hpath}.pid", f"must be a whole number 1..{INT32}")
+        if not isinstance(name, str) or not 1 <= len(name) <= 128:
+            c.add(f"{hpath}.name", "must be the process name, 1 to 128 characters")
+        if not isinstance(module, str) or module not in own_modules:
+            c.add(f"{hpath}.module", f"must be the serial of one of this node's modules, not {module!r}")
+        out.append({"pid": pid, "name": name, "module": module})
+    return out
 
 
 def _latency(c: _Collector, item: dict[str, Any], path: str, contract: int) -> list[tuple[Any, ...]]:

@@ -14,10 +14,11 @@ from apps.telemetry.models.rollups import (
     WindowSummary,
 )
 from apps.telemetry.models.samples import LatencySample, ModuleSample, NodeSample, StageSample, TierSample
-from apps.telemetry.models.status import ModuleStatus, NodeStatus, TierStatus
+from apps.telemetry.models.status import ModuleStatus, NodeHolders, NodeStatus, TierStatus
 
 __all__ = [
     "EndpointRollup", "IngestBatch", "LatencySample", "ModuleRollup", "ModuleSample", "ModuleStatus",
-    "NodeLatencyRollup", "NodeRollup", "NodeSample", "NodeStatus", "RollupDue", "StageNodeRollup", "StageRollup",
+    "NodeHolders", "NodeLatencyRollup", "NodeRollup", "NodeSample", "NodeStatus", "RollupDue", "StageNodeRollup",
+    "StageRollup",
     "StageSample", "TierLatencyRollup", "TierRollup", "TierSample", "TierStatus", "WindowSummary",
 ]

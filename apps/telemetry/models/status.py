@@ -27,6 +27,21 @@ class NodeStatus(NodeMetricColumns, models.Model):
 contribute(NodeStatus, NODE_METRICS, "sample")
 
 
+class NodeHolders(models.Model):
+    """The processes holding a node's modules, as its agent last listed them (``--holders-from``, contract
+    4): each {pid, name, module}. No row: the agent does not look, and drains go by the in-flight count."""
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, primary_key=True, related_name="holders")
+    time = models.DateTimeField(help_text="Time of the sample that listed them")
+    holders = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        verbose_name_plural = "node holders"
+
+    def __str__(self) -> str:
+        return f"{self.node}: {len(self.holders)} holder(s) @ {self.time:%Y-%m-%d %H:%M:%S}"
+
+
 class ModuleStatus(ModuleMetricColumns, models.Model):
     module = models.OneToOneField(Module, on_delete=models.CASCADE, primary_key=True, related_name="status")
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="module_status")

@@ -53,7 +53,7 @@ _decoder = msgspec.msgpack.Decoder()
 def encode_payload(parsed: ParsedBatch) -> bytes:
     return _encoder.encode({"node": parsed.node_rows, "module": parsed.module_rows, "tier": parsed.tier_rows,
                             "stage": parsed.stage_rows, "endpoint": parsed.endpoint_rows,
-                            "latency": parsed.latency_rows})
+                            "latency": parsed.latency_rows, "holders": parsed.holder_rows})
 
 
 def decode_payload(payload: bytes) -> Any:

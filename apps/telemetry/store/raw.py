@@ -104,9 +104,11 @@ def _store_pending(limit: int, now: dt.datetime | None) -> StoreResult:
         rows: dict[str, list[Any]] = {kind: [] for kind in KINDS}
         seen: dict[str, dict[int, dt.datetime]] = {"node": {}, "module": {}, "tier": {}}
         endpoint_rows: list[Any] = []
+        holder_rows: list[Any] = []
         for _id, payload, received_at in taken:
             data = decode_payload(bytes(payload))
             endpoint_rows.extend(data.get("endpoint") or ())
+            holder_rows.extend(data.get("holders") or ())
             for kind in KINDS:
                 items = data.get(kind) or ()
                 rows[kind].extend(items)
@@ -114,6 +116,7 @@ def _store_pending(limit: int, now: dt.datetime | None) -> StoreResult:
                     _note_seen(seen[kind], items, received_at)
         result = _store_rows(cur, rows, seen, now)
         endpoint_minutes_merge(cur, endpoint_rows, now)
+        _upsert_holders(cur, holder_rows)
         ids = [t[0] for t in taken]
         cur.execute("UPDATE telemetry_ingestbatch SET stored_at = %s, payload = NULL WHERE id = ANY(%s)", [now, ids])
         result.batches = len(ids)
@@ -187,6 +190,7 @@ def telemetry_store_now(*, identity: AgentIdentity, parsed: ParsedBatch, now: dt
                 _note_seen(last, rows[kind], now)
             _store_rows(cur, {k: list(v) for k, v in rows.items()}, seen, now)
             endpoint_minutes_merge(cur, parsed.endpoint_rows, now)
+            _upsert_holders(cur, parsed.holder_rows)
     except BaseException:
         forget_partitions()
         raise
@@ -256,6 +260,21 @@ def _upsert_status(cur: Any, table: str, pk: str, cols: tuple[str, ...], types: 
         f" ORDER BY u.{pk} ON CONFLICT ({pk}) DO UPDATE SET {sets}",
         [*values, last_seen],
     )
+
+
+def _upsert_holders(cur: Any, rows: list[Any]) -> None:
+    """Each node's newest list of the processes holding its modules, only ever moving forward in time
+    (rows of a node deleted since are left out, as for its status)."""
+    latest = _latest(rows, 1)
+    if not latest:
+        return
+    times, nodes, holders = (list(c) for c in zip(*latest, strict=True))
+    cur.execute(
+        "INSERT INTO telemetry_nodeholders AS s (node_id, time, holders)"
+        " SELECT u.node_id, u.time, u.holders::jsonb FROM unnest(%s::timestamptz[], %s::int8[], %s::text[])"
+        " AS u(time, node_id, holders) JOIN inventory_node p ON p.id = u.node_id ORDER BY u.node_id"
+        " ON CONFLICT (node_id) DO UPDATE SET holders = EXCLUDED.holders, time = EXCLUDED.time"
+        " WHERE EXCLUDED.time >= s.time", [times, nodes, holders])
 
 
 def _mark_due(cur: Any, times: dict[str, set[dt.datetime]]) -> None:
