@@ -199,7 +199,7 @@ def drain_waiting_for(drain: Drain, *, now: dt.datetime | None = None, status: A
                          + ("" if drain.deadline is not None else " (none set: release it by hand)"))
         else:
             n = report.in_flight
-            held = drain_holders(drain)
+            held = drain_holders(drain) if not n else None  # what holds a module matters at zero in flight
             if n:
                 parts.append(f"waiting for {n} in-flight request{'s' if n != 1 else ''}")
             elif held is not None and not held[1]:
