@@ -159,3 +159,23 @@ def test_a_node_enters_and_leaves_maintenance_from_its_page(browser_page: Any,
     _confirm(page, leave, "firmware flashed (browser test)")
     page.wait_for_function("() => !document.querySelector('#node-state').innerText.includes('Maintenance')")
     assert page.evaluate("window.__noReload") == 1
+
+
+def test_the_node_page_lists_what_holds_its_modules(browser_page: Any, dashboard_stack: LiveStack) -> None:
+    from django.utils import timezone
+
+    from apps.telemetry.models import NodeHolders
+
+    node = Node.objects.get(hostname="n-r1-09")
+    serials = list(node.modules.order_by("slot").values_list("serial", flat=True))
+    NodeHolders.objects.update_or_create(node=node, defaults={"time": timezone.now(), "holders": [
+        {"pid": 4242, "name": "vllm", "module": serials[0]},
+        {"pid": 31337, "name": "nsys-profiler", "module": serials[-1]}]})
+    page = browser_page
+    _open_node(page, dashboard_stack, "n-r1-09")
+    card = page.locator("#node-holders")
+    card.scroll_into_view_if_needed()
+    text = card.inner_text()
+    assert "Processes holding its modules" in text and "4242" in text and "nsys-profiler" in text
+    assert serials[0] in text
+    screenshot(page, "node-holders")
