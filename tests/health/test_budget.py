@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import datetime as dt
 
+from django.contrib.auth.models import User
+from django.test import Client
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from apps.health.choices import FindingState
 from apps.health.models import Finding
@@ -17,7 +20,14 @@ from apps.operations.models import BudgetHeldBack, Drain
 from tests.health.conftest import HealthFleet, findings, sweeps
 
 
-def test_health_is_held_back_by_the_autoscalers_drain_and_acts_when_it_ends(hfleet: HealthFleet) -> None:
+def client_for(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_health_is_held_back_by_the_autoscalers_drain_and_acts_when_it_ends(
+        hfleet: HealthFleet, viewer_user: User, viewer_api: APIClient) -> None:
     for i in range(10):
         hfleet.node(f"n-{i:02d}")
     hfleet.all_report(at=timezone.now() - dt.timedelta(minutes=2))
@@ -37,6 +47,13 @@ def test_health_is_held_back_by_the_autoscalers_drain_and_acts_when_it_ends(hfle
     assert b.state == FindingState.OPEN and b.evidence["actor"] == "Health actions"
     assert b.evidence["wanted"] == "cordon node n-01" and b.evidence["limit"] == "max_unavailable"
     assert b.summary.startswith("Health actions held back on Hybrid inference: cordon node n-01: max_unavailable")
+    # the page and the API show it with its numbers as labelled values and its advice
+    page = client_for(viewer_user).get("/health/").content.decode()
+    assert f'data-finding="{b.pk}"' in page and "Held by automation on the tier" in page
+    assert "already hold as much of the tier or the fleet as the remediation budget allows" in page
+    body = viewer_api.get("/api/v1/health/findings/", {"check": "budget_held_back"}).json()
+    [api] = body["results"]
+    assert api["id"] == b.pk and api["evidence"]["held_by"] == {"scale_down": 1} and api["advice"]
 
     # the scale-down's drain ends: the next sweep cordons, the record is cleared, the finding resolves
     lifecycle.node_uncordon(node=scaled, owner=Owner.AUTOSCALER, reason="taken back", actor="autoscaler")
