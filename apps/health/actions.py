@@ -1,10 +1,12 @@
 """What health does about a finding whose check's policy is ``act``, within the safety
 limits: cordon the node or quarantine the module through the lifecycle entry point
 with owner ``health`` (so its capacity guard applies), never over another owner's
-hold (the finding records that health would have acted), at most
-``max_unavailable`` of a tier held by health at once, a rate limit per tier and
-hour, and a circuit breaker: when too much of a tier fails the same check, no
-action on that tier and one fleet finding naming the most recent change.
+hold (the finding records that health would have acted), within the remediation
+budget every automated actor shares (``apps.operations.budget``: ``max_unavailable``
+of a tier and of the fleet held by automation at once, a rate limit per tier and
+hour; what it held back is the tier's ``budget_held_back`` finding), and a circuit
+breaker: when too much of a tier fails the same check, no action on that tier and
+one fleet finding naming the most recent change.
 
 Change windows and freezes (``apps.operations.windows``, actor ``health_actions``): outside the
 windows that govern the subject's node, or during a freeze covering it, health only observes (the
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import math
 from collections import defaultdict
 from typing import Any
 
@@ -25,19 +26,20 @@ from rest_framework.exceptions import APIException
 from apps.audit.choices import Source
 from apps.audit.services import audit_record
 from apps.health import hysteresis, selectors
-from apps.health.checks import BREAKER, CHECKS
+from apps.health.checks import BREAKER, BUDGET, CHECKS
 from apps.health.choices import ACTIVE_FINDING_STATES, FindingState, Policy, Severity, Status, SubjectKind
-from apps.health.evaluation import Evaluation, Limits, Subject
+from apps.health.evaluation import Evaluation, Limits, Subject, budget_limits
 from apps.health.inputs import Outcome
 from apps.health.models import Finding
 from apps.inventory.models import Module, Node, Tier
-from apps.operations import lifecycle, windows
+from apps.operations import budget, lifecycle, windows
 from apps.operations import selectors as operations
 from apps.operations.choices import Owner, WindowActor
 
 logger = logging.getLogger(__name__)
 
 ACTOR = Owner.HEALTH.value
+BUDGET_ACTOR = WindowActor.HEALTH_ACTIONS.value  # who health is to the remediation budget (and the windows)
 # What ``act`` does per subject kind; the heartbeat has nothing to do (the lifecycle already marks the node).
 NO_ACTION = frozenset({"heartbeat", "version_drift", "drain_deadline", "agent_contract"})
 
@@ -103,8 +105,18 @@ def _note(finding: Finding, result: str, text: str, now: dt.datetime, **extra: A
     finding.save(update_fields=["action", "holds"])
 
 
+class _HeldBack(Exception):
+    """The budget, read under its lock, refused what its snapshot allowed (another actor took it meanwhile)."""
+
+    def __init__(self, verdict: budget.Verdict) -> None:
+        super().__init__(verdict.why)
+        self.verdict = verdict
+
+
 def act(*, configs: dict[str, selectors.CheckConfig], lim: Limits, now: dt.datetime) -> list[dict[str, Any]]:
-    """Act on the findings of acting checks that health has not acted on yet."""
+    """Act on the findings of acting checks that health has not acted on yet, within the remediation
+    budget (``apps.operations.budget``); what the budget held back is recorded per tier (and what no
+    longer is, cleared)."""
     done: list[dict[str, Any]] = []
     for f in Finding.objects.filter(check_name=BREAKER, state__in=ACTIVE_FINDING_STATES, action={}).select_related(
             "tier"):
@@ -117,16 +129,36 @@ def act(*, configs: dict[str, selectors.CheckConfig], lim: Limits, now: dt.datet
         check_name__in=acting, state__in=ACTIVE_FINDING_STATES, status=Status.FAIL,
         subject_kind__in=(SubjectKind.NODE, SubjectKind.MODULE)).select_related("node", "module", "module__node")
         if f.action.get("result") in (None, "held_back")]
-    if not candidates:
-        return done
+    held_back: dict[int, tuple[budget.Verdict, str, int]] = {}  # per tier: the first refusal, what, how many
+    if candidates:
+        _act_on(candidates, lim=lim, now=now, done=done, held_back=held_back)
+    tiers = Tier.objects.in_bulk(list(held_back))
+    for tier_id, (verdict, what, n) in held_back.items():
+        if tier_id in tiers:
+            budget.held_back_record(verdict=verdict, tier=tiers[tier_id], now=now,
+                                    wanted=what + (f" (and {n - 1} more)" if n > 1 else ""))
+    budget.held_back_clear(actor=BUDGET_ACTOR, keep=held_back, now=now)
+    return done
+
+
+def _act_on(candidates: list[Finding], *, lim: Limits, now: dt.datetime, done: list[dict[str, Any]],
+            held_back: dict[int, tuple[budget.Verdict, str, int]]) -> None:
     candidates.sort(key=lambda f: (f.severity != Severity.CRITICAL, f.first_seen))
     tripped = _tripped()
-    holds = operations.holds_by_owner(owner=ACTOR, since=now - dt.timedelta(hours=1))
-    serving = selectors.serving_counts()
+    blim = budget_limits(lim)
+    use = budget.usage(now=now)
+    tiers = Tier.objects.in_bulk()
     held = operations.holders(node_ids=[f.node_id for f in candidates if f.node_id],
                               module_ids=[f.module_id for f in candidates if f.module_id])
+
+    def hold_back(f: Finding, verdict: budget.Verdict, what: str) -> None:
+        _note(f, "held_back", f"{verdict.why}: would {what}", now, budget=verdict.numbers)
+        first, text, n = held_back.get(f.tier_id or 0, (verdict, what, 0))
+        held_back[f.tier_id or 0] = (first, text, n + 1)
+
     for f in candidates:
         tier_id = f.tier_id or 0
+        tier = tiers.get(tier_id)
         on_module = f.subject_kind == SubjectKind.MODULE
         holder = held["modules"].get(f.module_id or 0) if on_module else held["nodes"].get(f.node_id or 0)
         what = (f"quarantine module {f.module}" if on_module else f"cordon node {f.node}")
@@ -143,40 +175,43 @@ def act(*, configs: dict[str, selectors.CheckConfig], lim: Limits, now: dt.datet
                 _note(f, "would_have_acted", text, now, holder=holder)
             done.append({"finding": f.pk, "result": "would_have_acted"})
             continue
-        counts = serving.get(tier_id, {"nodes": 0, "modules": 0})
-        kind = "modules" if on_module else "nodes"
-        allowed = max(1, math.floor(lim.max_unavailable * counts[kind]))
-        if holds[kind][tier_id] + 1 > allowed:
-            _note(f, "held_back", f"max_unavailable: health already holds {holds[kind][tier_id]} of "
-                                  f"{counts[kind]} serving {kind} of this tier (at most {allowed}): would {what}", now)
-            continue
-        per_hour = max(3, math.ceil(lim.actions_per_hour * counts["nodes"]))
-        if holds["started"][tier_id] >= per_hour:
-            _note(f, "held_back", f"rate limit: {holds['started'][tier_id]} holds started on this tier in the last "
-                                  f"hour (at most {per_hour}): would {what}", now)
+        kind = budget.MODULES if on_module else budget.NODES
+        verdict = budget.judge(use, actor=BUDGET_ACTOR, tier_id=tier_id, tier_name=tier.name if tier else "no tier",
+                               kind=kind, asked=1, lim=blim)
+        if not verdict.allowed:
+            hold_back(f, verdict, what)
             continue
         critical = f.severity == Severity.CRITICAL
         node = f.node or (f.module.node if f.module is not None else None)
-        verdict = windows.verdict(actor=WindowActor.HEALTH_ACTIONS,
-                                  scope=windows.Scope.of_nodes([node] if node is not None else []), at=now)
+        window = windows.verdict(actor=WindowActor.HEALTH_ACTIONS,
+                                 scope=windows.Scope.of_nodes([node] if node is not None else []), at=now)
         exception = ""
-        if not verdict.allowed:
+        if not window.allowed:
             if not critical:
-                _note(f, "held_back", f"observe only ({verdict.why}): would {what}", now,
-                      until=verdict.until.isoformat() if verdict.until else None)
+                _note(f, "held_back", f"observe only ({window.why}): would {what}", now,
+                      until=window.until.isoformat() if window.until else None)
                 continue
-            exception = (f"critical: acts despite {'the freeze' if verdict.freeze else 'its change window'} "
-                         f"({verdict.why})")
+            exception = (f"critical: acts despite {'the freeze' if window.freeze else 'its change window'} "
+                         f"({window.why})")
         reason = (f"health finding #{f.pk} ({f.check_name}): {f.summary}"
                   + (f"; {exception}" if exception else ""))[:1000]
         try:
-            if on_module:
-                result = lifecycle.module_quarantine(module=Module.objects.get(pk=f.module_id or 0), owner=ACTOR,
-                                                     reason=reason, actor=ACTOR, critical=critical,
-                                                     source=Source.SYSTEM)
-            else:
-                result = lifecycle.node_cordon(node=Node.objects.get(pk=f.node_id or 0), owner=ACTOR, reason=reason,
-                                               actor=ACTOR, critical=critical, source=Source.SYSTEM)
+            with transaction.atomic():  # the budget's lock is held until the hold is taken
+                if tier is not None:
+                    verdict = budget.ask(actor=BUDGET_ACTOR, tier=tier, kind=kind, asked=1, now=now, lim=blim)
+                    if not verdict.allowed:
+                        raise _HeldBack(verdict)
+                if on_module:
+                    result = lifecycle.module_quarantine(module=Module.objects.get(pk=f.module_id or 0), owner=ACTOR,
+                                                         reason=reason, actor=ACTOR, critical=critical,
+                                                         source=Source.SYSTEM)
+                else:
+                    result = lifecycle.node_cordon(node=Node.objects.get(pk=f.node_id or 0), owner=ACTOR,
+                                                   reason=reason, actor=ACTOR, critical=critical,
+                                                   source=Source.SYSTEM)
+        except _HeldBack as exc:
+            hold_back(f, exc.verdict, what)
+            continue
         except APIException as exc:  # refused: capacity floor, another owner meanwhile, a state it cannot leave
             _note(f, "refused", f"{what} refused: {exc.detail}", now)
             done.append({"finding": f.pk, "result": "refused"})
@@ -184,10 +219,36 @@ def act(*, configs: dict[str, selectors.CheckConfig], lim: Limits, now: dt.datet
         f.holds = True
         _note(f, "acted", f"{'quarantined' if on_module else 'cordoned'} by health"
               + (f"; {exception}" if exception else ""), now, hold=getattr(result.obj, "pk", None))
-        holds[kind][tier_id] += 1
-        holds["started"][tier_id] += 1
+        if result.changed:
+            use.take(actor=BUDGET_ACTOR, tier_id=tier_id, kind=kind)
         done.append({"finding": f.pk, "result": "acted"})
-    return done
+
+
+def budget_evaluations(*, now: dt.datetime) -> list[Evaluation]:
+    """Per tier: does the remediation budget hold an automated actor back (``BUDGET``)? The newest record
+    gives the finding its numbers; the others are named beside it."""
+    rows: dict[int, list[Any]] = defaultdict(list)
+    for r in budget.held_back_standing(now=now):
+        rows[r.tier_id].append(r)
+    out = []
+    for tier_id, tier_name in Tier.objects.values_list("id", "name"):
+        subject = Subject(SubjectKind.TIER, f"tier:{tier_id}", tier_id=tier_id, label=tier_name)
+        if not rows.get(tier_id):
+            out.append(Evaluation(BUDGET, subject, Outcome(Status.PASS, "the budget holds nothing back"),
+                                  Severity.WARNING))
+            continue
+        newest, *others = rows[tier_id]
+        who = WindowActor(newest.actor).label
+        ev: dict[str, Any] = {"actor": who, "wanted": newest.wanted, "limit": newest.limit, **newest.numbers,
+                              "granted": newest.granted, "since": newest.first_at.isoformat(), "times": newest.times}
+        summary = f"{who} held back on {tier_name}: {newest.wanted}: {newest.why}"
+        if others:
+            ev["also_held_back"] = [f"{WindowActor(o.actor).label}: {o.wanted} ({o.limit})" for o in others]
+            summary += "; also held back: " + "; ".join(ev["also_held_back"])
+        out.append(Evaluation(BUDGET, subject, Outcome(Status.FAIL, summary[:2000], ev,
+                                                       score=float(sum(r.times for r in rows[tier_id]))),
+                              Severity.WARNING))
+    return out
 
 
 def release_due(*, now: dt.datetime) -> list[int]:

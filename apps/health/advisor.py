@@ -162,6 +162,18 @@ ADVICE: dict[str, list[Cause]] = {
               "processes, and whether other rollouts or runs move", "Restart the worker or beat; the state moves on "
               "from where it is"),
     ],
+    "budget_held_back": [
+        Cause("Automated actors (health's actions, the autoscaler's scale-downs, nightly and versions-changed "
+              "vector runs) already hold as much of the tier or the fleet as the remediation budget allows, or "
+              "started as many holds in the last hour: the next one waits", "The finding's evidence: what each "
+              "actor holds and started against the limit reached; the tier's drains and quarantines by health or "
+              "the autoscaler, and its running vector runs", "Usually nothing: it clears as holds end (a drain "
+              "completes, a run finishes, health releases a node it fixed). If it stays, fix what health holds, or "
+              "raise HEALTH_MAX_UNAVAILABLE, HEALTH_FLEET_MAX_UNAVAILABLE or HEALTH_ACTIONS_PER_HOUR"),
+        Cause("Many findings want action at once on the tier (a storm): the budget is what keeps automation from "
+              "taking the tier out", "Health's findings on the tier with action held back; the breaker",
+              "Find the common cause (the breaker names the most recent change) before raising any limit"),
+    ],
     "breaker": [
         Cause("Many nodes failing the same check at once is a software or settings change far more often than "
               "hardware", "The audit log: the most recent change named in the finding, and the time it happened",

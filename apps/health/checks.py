@@ -459,9 +459,11 @@ CHECKS: dict[str, CheckDef] = {c.name: c for c in [
              {"warn_headroom": (0, 1), "min_headroom": (0, 1), "window_min": (1, 60)}, window_key="window_min"),
 ]}
 
-# Findings that are not a check's: a check that raised, a tripped circuit breaker.
+# Findings that are not a check's: a check that raised, a tripped circuit breaker, an automated actor
+# the remediation budget held back on a tier.
 CHECKER = "checker"
 BREAKER = "breaker"
+BUDGET = "budget_held_back"
 
 
 def validate_params(name: str, params: Any) -> dict[str, str]:

@@ -84,6 +84,17 @@ EVIDENCE: dict[str, dict[str, Field]] = {
               "waits_for": Field("Waits for"), "rollout": Field("Rollout", prefix="#"),
               "rollout_state": Field("Rollout's state"), "run": Field("Vector run", prefix="#"),
               "phase": Field("Phase"), "command": Field("Command", prefix="#"), "kind": Field("Command kind")},
+    "budget_held_back": {"actor": Field("Held back"), "wanted": Field("Would have"), "limit": Field("Limit reached"),
+                         "kind": Field("Counted in"), "asked": Field("Asked for"), "granted": Field("Granted"),
+                         "held": Field("Held by automation on the tier"), "held_by": Field("On the tier, by actor"),
+                         "serving": Field("Serving on the tier"), "max_unavailable": Field("At most at once (tier)"),
+                         "started_last_hour": Field("Started on the tier in the last hour"),
+                         "started_by": Field("Started, by actor"), "per_hour": Field("At most per hour"),
+                         "fleet_held": Field("Held by automation in the fleet"),
+                         "fleet_held_by": Field("In the fleet, by actor"),
+                         "fleet_serving": Field("Serving in the fleet"),
+                         "fleet_max_unavailable": Field("At most at once (fleet)"), "since": Field("Held back since"),
+                         "times": Field("Times held back"), "also_held_back": Field("Also held back")},
     "vector_regression": {"run": Field("Regression run", prefix="#"), "combination": Field("Combination", prefix="#"),
                           "cases": Field("Failing cases")},
 }
@@ -110,6 +121,7 @@ CAUSE_KEYS: dict[str, tuple[str, ...]] = {
     "checker": ("check",),
     "breaker": ("check",),
     "vector_regression": ("combination",),
+    "budget_held_back": ("actor", "limit"),
 }
 
 # Units read from a key's suffix when no check declares the key.

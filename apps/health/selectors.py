@@ -34,6 +34,7 @@ from apps.inventory.choices import (
     node_allowed_actions,
 )
 from apps.inventory.models import ExternalEndpoint, Module, Node, Tier, VersionCombination
+from apps.operations import budget
 from apps.operations.selectors import overdue_drains
 
 
@@ -153,14 +154,7 @@ def sweep_inputs(*, now: dt.datetime, window_min: int, stale_s: float
 
 def serving_counts() -> dict[int, dict[str, int]]:
     """Per tier id: serving nodes and serving modules (the safety limits' denominators)."""
-    out: dict[int, dict[str, int]] = defaultdict(lambda: {"nodes": 0, "modules": 0})
-    for tier_id in Node.objects.filter(state__in=SERVING_STATES).values_list("tier_id", flat=True):
-        out[tier_id]["nodes"] += 1
-    for tier_id in Module.objects.filter(node__state__in=SERVING_STATES,
-                                         state__in=(ModuleState.HEALTHY, ModuleState.DEGRADED)).values_list(
-            "node__tier_id", flat=True):
-        out[tier_id]["modules"] += 1
-    return out
+    return budget.serving_counts()
 
 
 # Audit actions that change software or the checks themselves: a storm right after one is suspect.

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.health import actions, hysteresis, selectors, services, stuck
-from apps.health.checks import BREAKER, CHECKER, CHECKS
+from apps.health.checks import BREAKER, BUDGET, CHECKER, CHECKS
 from apps.health.choices import ACTIVE_FINDING_STATES, SEVERITY_ORDER, FindingState, Severity, Status, SubjectKind
 from apps.health.evaluation import Evaluation, Limits, Subject, limits
 from apps.health.inputs import Outcome
@@ -90,6 +90,8 @@ def _checker_evaluations(errors: dict[str, list[str]]) -> list[Evaluation]:
 def _hysteresis_of(name: str, configs: dict[str, selectors.CheckConfig]) -> tuple[int, int, int]:
     if name in (CHECKER, BREAKER):
         return 1, 1, 3
+    if name == BUDGET:  # a verdict, not a sample: open when held back, resolve when nothing is
+        return 1, 1, 1
     c = configs[name]
     return c.raise_n, c.raise_m, c.clear_k
 
@@ -224,7 +226,13 @@ def sweep(*, now: dt.datetime | None = None) -> dict[str, Any]:
             services.findings_announce(findings=changes[key] + changes_b[key], event=event, now=now)
     done = actions.act(configs=configs, lim=lim, now=now)
     released = actions.release_due(now=now)
+    with transaction.atomic():  # after the actions: what the budget held back in this sweep too
+        changes_h = _apply(actions.budget_evaluations(now=now), configs, now, lim)
+        for event, key in (("open", "opened"), ("escalate", "escalated"), ("resolve", "resolved")):
+            services.findings_announce(findings=changes_h[key], event=event, now=now)
+    opened = changes["opened"] + changes_b["opened"] + changes_h["opened"]
+    resolved = changes["resolved"] + changes_b["resolved"] + changes_h["resolved"]
     overdue = stuck.sweep(now=now)
-    return {"evaluations": len(evals), "opened": [f.pk for f in changes["opened"] + changes_b["opened"]],
-            "resolved": [f.pk for f in changes["resolved"] + changes_b["resolved"]], "actions": done,
+    return {"evaluations": len(evals), "opened": [f.pk for f in opened],
+            "resolved": [f.pk for f in resolved], "actions": done,
             "released": released, "errors": {k: len(v) for k, v in errors.items() if v}, "stuck": overdue}

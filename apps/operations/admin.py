@@ -9,6 +9,7 @@ from apps.common.admin import ReadOnlyAdmin
 from apps.operations.models import (
     AutoscalerDecision,
     AutoscalerPolicy,
+    BudgetHeldBack,
     Drain,
     IdempotencyRecord,
     Quarantine,
@@ -62,3 +63,9 @@ class AutoscalerDecisionAdmin(ReadOnlyAdmin):
 @admin.register(IdempotencyRecord)
 class IdempotencyRecordAdmin(ReadOnlyAdmin):
     list_display = ["created_at", "user", "key", "method", "path", "status_code"]
+
+
+@admin.register(BudgetHeldBack)
+class BudgetHeldBackAdmin(ReadOnlyAdmin):
+    list_display = ["tier", "actor", "wanted", "limit", "asked", "granted", "first_at", "last_at", "times", "why"]
+    list_filter = ["actor", "limit", "tier"]

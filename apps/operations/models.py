@@ -306,6 +306,33 @@ class Freeze(models.Model):
                                               f"{self.starts_at:%Y-%m-%d %H:%M}"})
 
 
+class BudgetHeldBack(models.Model):
+    """An automated actor the remediation budget held back on a tier (``apps.operations.budget``): what it
+    wanted, the limit that refused it and the numbers. One per (actor, tier), renewed while it stays
+    held back, deleted when the actor asks again and is granted; health's ``budget_held_back``
+    finding reads it."""
+
+    actor = models.CharField(max_length=16, choices=WindowActor.choices)
+    tier = models.ForeignKey(Tier, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=8, help_text="nodes or modules")
+    wanted = models.CharField(max_length=500, help_text="What the actor would have done")
+    asked = models.PositiveIntegerField()
+    granted = models.PositiveIntegerField()
+    limit = models.CharField(max_length=16, help_text="max_unavailable, rate or fleet")
+    why = models.TextField()
+    numbers = models.JSONField(default=dict, blank=True)
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField()
+    times = models.PositiveIntegerField(default=1, help_text="Times asked and held back since first_at")
+
+    class Meta:
+        ordering = ["-last_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["actor", "tier"], name="one_held_back_per_actor_tier")]
+
+    def __str__(self) -> str:
+        return f"{self.actor} held back on {self.tier}: {self.wanted}"
+
+
 class IdempotencyRecord(models.Model):
     """The first reply to a request carrying an ``Idempotency-Key``; a replay of
     the key by the same user gets the same reply."""

@@ -7,8 +7,9 @@
   take the tier below ``max(min_active_nodes, need)``, unless an operator
   overrides with a reason. At most one request runs per tier.
 - ``autoscaler_run`` evaluates a tier's policy (the pure ``apps.operations.autoscaler``)
-  and acts through ``tier_scale``, so the guard refuses its scale-downs too; every
-  decision is stored with its inputs and explanation.
+  and acts through ``tier_scale``, so the guard refuses its scale-downs too; a
+  scale-down takes no more drains than the remediation budget grants
+  (``apps.operations.budget``); every decision is stored with its inputs and explanation.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from apps.common.errors import Conflict
 from apps.inventory import scopes
 from apps.inventory.choices import NodeState
 from apps.inventory.models import Tier
-from apps.operations import autoscaler, lifecycle, selectors, windows
+from apps.operations import autoscaler, budget, lifecycle, selectors, windows
 from apps.operations.choices import (
     ACTIVE_DRAIN_STATES,
     AfterDrain,
@@ -184,8 +185,16 @@ def _record(**fields: Any) -> AutoscalerDecision:
 
 def autoscaler_run(*, tier: Tier, now: dt.datetime | None = None) -> AutoscalerDecision | None:
     """Evaluate ``tier``'s policy once and act on it (or only record, in dry run).
-    One evaluation per tier at a time: a concurrent run is skipped (None)."""
+    One evaluation per tier at a time: a concurrent run is skipped (None). An evaluation the remediation
+    budget did not hold back clears what it held back on the tier before."""
     now = now or timezone.now()
+    decision = _autoscaler_evaluate(tier=tier, now=now)
+    if decision is not None and not decision.inputs.get("budget"):
+        budget.held_back_clear(actor=WindowActor.SCALE_DOWN, tier_ids=[tier.pk], now=now)
+    return decision
+
+
+def _autoscaler_evaluate(*, tier: Tier, now: dt.datetime) -> AutoscalerDecision | None:
     with transaction.atomic():
         policy = (AutoscalerPolicy.objects.select_for_update(skip_locked=True, of=("self",)).select_related("tier")
                   .filter(tier=tier).first())
@@ -218,7 +227,7 @@ def autoscaler_run(*, tier: Tier, now: dt.datetime | None = None) -> AutoscalerD
                               history=history, last_scale_at=last)
         verdict = windows.verdict(actor=WindowActor.SCALE_DOWN, scope=windows.Scope.of_tier(policy.tier), at=now)
         base["window"] = verdict.why if verdict.governing or verdict.freeze else ""
-        inputs = {"queue_depth": queue, "current": current, "ratio": d.ratio, "history": len(history),
+        inputs: dict[str, Any] = {"queue_depth": queue, "current": current, "ratio": d.ratio, "history": len(history),
                   "bounds": list(policy.bounds()), "tolerance": policy.tolerance,
                   "up_window_s": policy.scale_up_window_s, "down_window_s": policy.scale_down_window_s,
                   "max_step": policy.max_step, "scale_up_percent": policy.scale_up_percent,
@@ -232,27 +241,45 @@ def autoscaler_run(*, tier: Tier, now: dt.datetime | None = None) -> AutoscalerD
                 **base, queue_depth=queue, raw_desired=d.raw, recommendation=d.recommendation, desired=current,
                 action=DecisionAction.SKIPPED, inputs=inputs,
                 explanation=f"{d.explanation()}; not applied: scale-down {verdict.why}")
-        if d.desired != current:
+        desired, explanation = d.desired, d.explanation()
+        if desired < current and not policy.dry_run:
+            # The scale-down's drains are automated holds: the remediation budget decides how many it may
+            # take now (its lock is held until the drains are taken, in this transaction).
+            spend = budget.ask(actor=WindowActor.SCALE_DOWN, tier=policy.tier, kind=budget.NODES,
+                               asked=current - desired, now=now)
+            if not spend.allowed:
+                wanted = f"scale down {current} -> {desired}"
+                budget.held_back_record(verdict=spend, tier=policy.tier, wanted=wanted, now=now)
+                inputs["budget"] = {"held_back": spend.held_back, "asked": spend.asked, "granted": spend.granted,
+                                    "limit": spend.limit, "why": spend.why}
+                if not spend.granted:
+                    return _record(
+                        **base, queue_depth=queue, raw_desired=d.raw, recommendation=d.recommendation,
+                        desired=current, action=DecisionAction.SKIPPED, inputs=inputs,
+                        explanation=f"{explanation}; not applied: remediation budget: {spend.why}")
+                desired = current - spend.granted
+                explanation += f"; remediation budget: {spend.why}: scale down {current} -> {desired} only"
+        if desired != current:
             if policy.dry_run:
                 action = DecisionAction.DRY_RUN
             else:
                 try:
-                    result = tier_scale(tier=policy.tier, desired=d.desired, actor=SYSTEM + ":autoscaler",
-                                        owner=Owner.AUTOSCALER, reason=d.explanation(), supersede=True,
+                    result = tier_scale(tier=policy.tier, desired=desired, actor=SYSTEM + ":autoscaler",
+                                        owner=Owner.AUTOSCALER, reason=explanation, supersede=True,
                                         drain_deadline_s=policy.drain_deadline_s, source=Source.SYSTEM)
                 except (Conflict, ValidationError) as exc:  # the capacity guard's refusal among them
                     text = exc.detail if isinstance(exc, Conflict) else "; ".join(exc.messages)
                     return _record(
                         **base, queue_depth=queue, raw_desired=d.raw, recommendation=d.recommendation,
                         desired=current, action=DecisionAction.SKIPPED, inputs=inputs,
-                        explanation=f"{d.explanation()}; not applied: {text}")
+                        explanation=f"{explanation}; not applied: {text}")
                 sr = result.obj
-                action = DecisionAction.SCALE_UP if d.desired > current else DecisionAction.SCALE_DOWN
+                action = DecisionAction.SCALE_UP if desired > current else DecisionAction.SCALE_DOWN
                 policy.last_scaled_at = now
                 policy.save(update_fields=["last_scaled_at"])
         return _record(
-            **base, queue_depth=queue, raw_desired=d.raw, recommendation=d.recommendation, desired=d.desired,
-            action=action, explanation=d.explanation(), inputs=inputs, scale_request=sr)
+            **base, queue_depth=queue, raw_desired=d.raw, recommendation=d.recommendation, desired=desired,
+            action=action, explanation=explanation, inputs=inputs, scale_request=sr)
 
 
 def autoscaler_run_all(*, now: dt.datetime | None = None) -> list[AutoscalerDecision]:

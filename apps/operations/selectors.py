@@ -429,25 +429,6 @@ def schedulable() -> dict[str, Any]:
     return {"generated_at": timezone.now(), "tiers": tiers}
 
 
-def holds_by_owner(*, owner: str, since: dt.datetime) -> dict[str, Any]:
-    """For the safety limits of an automated owner (health), per tier id: the nodes it holds now
-    (cordon or drain), the modules it quarantines now, and how many holds it started since ``since``."""
-    out: dict[str, Any] = {"nodes": defaultdict(int), "modules": defaultdict(int), "started": defaultdict(int)}
-    for tier_id in Drain.objects.filter(owner=owner, state__in=ACTIVE_DRAIN_STATES).values_list(
-            "node__tier_id", flat=True):
-        out["nodes"][tier_id] += 1
-    for tier_id in Quarantine.objects.filter(owner=owner, released_at__isnull=True,
-                                             module__node__isnull=False).values_list("module__node__tier_id",
-                                                                                     flat=True):
-        out["modules"][tier_id] += 1
-    for tier_id in Drain.objects.filter(owner=owner, created_at__gte=since).values_list("node__tier_id", flat=True):
-        out["started"][tier_id] += 1
-    for tier_id in Quarantine.objects.filter(owner=owner, created_at__gte=since, module__node__isnull=False
-                                             ).values_list("module__node__tier_id", flat=True):
-        out["started"][tier_id] += 1
-    return out
-
-
 def holders(*, node_ids: list[int], module_ids: list[int]) -> dict[str, dict[int, dict[str, str]]]:
     """Who holds these nodes (active cordon or drain) and modules (quarantine): {owner, by, reason}."""
     nodes = {d.node_id: {"owner": d.owner, "by": d.created_by_name, "reason": d.reason}

@@ -11,6 +11,11 @@ run flags the combination suspect (beside its state) for the operator to decide.
 Change windows and freezes (``apps.operations.windows``, actor ``vector_runs``): a serving node
 outside the windows that govern vector runs on it, or under a freeze, is left out of the sample
 (and of the versions-changed check) until it may run them; what held it is said in the result.
+
+The remediation budget (``apps.operations.budget``, actor ``vector_runs``): each module a run takes
+on a serving node is an automated hold. The sample is cut to what the budget grants per tier (the
+rest is held back: the tier's ``budget_held_back`` finding); a versions-changed module held back is
+checked on a later pass.
 """
 
 from __future__ import annotations
@@ -29,8 +34,8 @@ from apps.audit.choices import Source
 from apps.health import services as health_services
 from apps.inventory import services as inventory_services
 from apps.inventory.choices import CombinationState, ModuleState, NodeState
-from apps.inventory.models import Module, Node, VersionCombination
-from apps.operations import windows
+from apps.inventory.models import Module, Node, Tier, VersionCombination
+from apps.operations import budget, windows
 from apps.operations.choices import WindowActor
 from apps.vectors.choices import FINAL_RUN_STATES, Outcome, RunPurpose, RunState, SuiteState
 from apps.vectors.models import ModuleCheck, RunTarget, Suite, VectorResult, VectorRun
@@ -114,13 +119,42 @@ def nightly_check(*, now: dt.datetime | None = None) -> dict[str, Any]:
                                          + (f"; held by change windows or freezes: {'; '.join(reasons[:3])}"
                                             if reasons else ""))
             continue
-        with transaction.atomic():
+        with transaction.atomic():  # the budget's lock is held until the run's targets are stored
+            modules, refused = within_budget(modules, now=now, what=f"nightly check of {combination}")
+            if not modules:
+                skipped[str(combination)] = "held back by the remediation budget: " + "; ".join(
+                    v.why for v in refused.values())
+                continue
             run = run_create(suite=suite, modules=modules, actor=ACTOR, combination=combination,
                              purpose=RunPurpose.NIGHTLY, source=Source.SYSTEM,
                              reason=f"nightly version-regression check of {combination} on {len(modules)} module(s)")
         busy |= {m.node_id for m in modules if m.node_id is not None}
         started[str(combination)] = run.pk
     return {"started": started, "skipped": skipped}
+
+
+def within_budget(modules: list[Module], *, now: dt.datetime, what: str
+                  ) -> tuple[list[Module], dict[int, budget.Verdict]]:
+    """The modules of ``modules`` the remediation budget lets vector runs take now (in the sample's order,
+    per tier), and the tiers where it held some back (recorded there). A tier granted all it asked no
+    longer has vector runs held back. Call it in the transaction that creates the run."""
+    by_tier: dict[int, list[Module]] = defaultdict(list)
+    for m in modules:
+        assert m.node is not None
+        by_tier[m.node.tier_id].append(m)
+    tiers = Tier.objects.in_bulk(list(by_tier))
+    verdicts = budget.ask_each(actor=WindowActor.VECTOR_RUNS, now=now,
+                               asks=[(tiers[t], budget.MODULES, len(group)) for t, group in by_tier.items()])
+    kept: list[Module] = []
+    refused: dict[int, budget.Verdict] = {}
+    for (tier_id, group), verdict in zip(by_tier.items(), verdicts, strict=True):
+        kept += group[:verdict.granted]
+        if not verdict.allowed:
+            refused[tier_id] = verdict
+            budget.held_back_record(verdict=verdict, tier=tiers[tier_id], now=now,
+                                    wanted=f"{what} on {verdict.held_back} of {len(group)} module(s)")
+    budget.held_back_clear(actor=WindowActor.VECTOR_RUNS, tier_ids=[t for t in by_tier if t not in refused], now=now)
+    return kept, refused
 
 
 def versions_changed_check(*, now: dt.datetime | None = None) -> dict[str, Any]:
@@ -151,10 +185,18 @@ def versions_changed_check(*, now: dt.datetime | None = None) -> dict[str, Any]:
         nodes.add(m.node_id or 0)
         changed[(m.module_type_id, m.driver_version, m.framework_version)].append(m)
     started = []
+    held_back: dict[str, str] = {}
     for (type_id, driver, framework), group in changed.items():
         combination = VersionCombination.objects.filter(module_type_id=type_id, driver__version=driver,
                                                         framework__version=framework).first()
-        with transaction.atomic():
+        with transaction.atomic():  # the budget's lock is held until the run's targets are stored
+            # held-back modules keep their last-seen versions: checked on a later pass
+            group, refused = within_budget(group, now=now, what=f"versions-changed check (driver {driver} + "
+                                                               f"{framework})")
+            if refused:
+                held_back[f"{driver} + {framework}"] = "; ".join(v.why for v in refused.values())
+            if not group:
+                continue
             run = run_create(suite=suite, modules=group, actor=ACTOR, combination=combination,
                              purpose=RunPurpose.VERSIONS_CHANGED, source=Source.SYSTEM,
                              reason=f"versions changed to driver {driver} + {framework} on "
@@ -162,7 +204,7 @@ def versions_changed_check(*, now: dt.datetime | None = None) -> dict[str, Any]:
             ModuleCheck.objects.filter(module__in=group).update(driver_version=driver, framework_version=framework,
                                                                 run=run, checked_at=now)
         started.append(run.pk)
-    return {"recorded": len(new), "started": started}
+    return {"recorded": len(new), "started": started, **({"held_back": held_back} if held_back else {})}
 
 
 def after_nightly(run: VectorRun) -> None:

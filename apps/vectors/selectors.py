@@ -8,9 +8,30 @@ from typing import Any
 from django.db.models import Count, Max, Q, QuerySet
 
 from apps.health.stuck import Stuck
+from apps.inventory.choices import SERVING_STATES
 from apps.inventory.models import Module, VersionCombination
+from apps.operations import budget
+from apps.operations.choices import WindowActor
 from apps.vectors.choices import FINAL_RUN_STATES, Outcome, RunPurpose, RunState, TargetState
-from apps.vectors.models import Suite, Vector, VectorResult, VectorRun
+from apps.vectors.models import RunTarget, Suite, Vector, VectorResult, VectorRun
+
+# Runs the control plane starts by itself on serving modules: automated holds in the remediation budget.
+AUTOMATED_PURPOSES = (RunPurpose.NIGHTLY, RunPurpose.VERSIONS_CHANGED)
+ENDED_TARGET_STATES = (TargetState.DONE, TargetState.TIMED_OUT, TargetState.ERROR)
+
+
+def budget_holds(since: dt.datetime) -> list[budget.Hold]:
+    """The remediation budget's reader of vector runs (``apps.operations.budget``): each module of a
+    nightly or versions-changed run on a non-gray node, holding while the run and its target are not
+    over and the node serves, started when the run was created."""
+    rows = (RunTarget.objects.filter(run__purpose__in=AUTOMATED_PURPOSES, node__gray=False)
+            .filter(Q(node__state__in=SERVING_STATES) & ~Q(run__state__in=FINAL_RUN_STATES)
+                    & ~Q(state__in=ENDED_TARGET_STATES) | Q(run__created_at__gte=since))
+            .values_list("node__tier_id", "node__state", "run__state", "state", "run__created_at"))
+    return [budget.Hold(WindowActor.VECTOR_RUNS.value, tier_id, budget.MODULES,
+                        node_state in SERVING_STATES and run_state not in FINAL_RUN_STATES
+                        and state not in ENDED_TARGET_STATES, created)
+            for tier_id, node_state, run_state, state, created in rows]
 
 
 def combination_modules(combination: VersionCombination) -> QuerySet[Module]:

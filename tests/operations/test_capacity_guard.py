@@ -76,7 +76,11 @@ def test_it_refuses_a_drain_below_the_hybrid_tiers_need_and_takes_an_operators_o
     assert event.changes["capacity"]["after"] == load.active_nodes - 1
 
 
-def test_it_refuses_the_autoscalers_scale_down_below_the_need(busy: Tier) -> None:
+def test_it_refuses_the_autoscalers_scale_down_below_the_need(busy: Tier, settings: Any) -> None:
+    # The remediation budget's limits raised out of the way (it would grant a tenth of the tier): the
+    # scale-down asks for all it wants and the guard decides.
+    settings.HEALTH_MAX_UNAVAILABLE = settings.HEALTH_FLEET_MAX_UNAVAILABLE = 1.0
+    settings.HEALTH_ACTIONS_PER_HOUR = 10.0
     load, need = selectors.tier_need(tier=busy)
     floor = need.floor(busy.min_active_nodes)
     # A policy that wants the tier small: a high queue target per node.
