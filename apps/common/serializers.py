@@ -14,4 +14,5 @@ class ErrorSerializer(serializers.Serializer[Any]):
     detail = serializers.CharField(help_text="What went wrong, in words")
     errors = serializers.DictField(  # type: ignore[assignment]
         child=serializers.ListField(child=serializers.CharField()), required=False,
-        help_text="Bad input: messages by field path, e.g. `items[3].slot` (400 only)")
+        help_text="Bad input: messages by field path, e.g. `items[3].slot` (400; and 404 for "
+                  "objects a request body names that do not exist)")

@@ -14,6 +14,10 @@ from apps.rollouts.models import Rollout, RolloutNode
 from apps.rollouts.planner import PlanError, canary_text, parse_canary, parse_max_unavailable
 from apps.vectors.models import Suite
 
+# What parse_max_unavailable reads, as the schema states it: a number of nodes (1-999999) or a percentage
+# above 0 and at most 100.
+MAX_UNAVAILABLE = r"^(?:[1-9]\d{0,5}|(?:100(?:\.0+)?|[1-9]\d?(?:\.\d+)?|0\.\d*[1-9]\d*)%)$"
+
 
 @extend_schema_field({"oneOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^\d+(\.\d+)?%$"}],
                       "description": "Canary per tier in scope: a number of nodes (1) or a percentage of the tier's "
@@ -47,9 +51,10 @@ class RolloutInputSerializer(serializers.Serializer[Any]):
                                                help_text="Default: the suite that validated the combination")
     canary = CanaryField(default=1)
     wave_size = serializers.IntegerField(min_value=1, max_value=10000, default=4)
-    max_unavailable = serializers.CharField(max_length=16, default="25%",
-                                            help_text="'25%' of a tier's active nodes, or a number; never past "
-                                                      "the capacity floor")
+    max_unavailable = serializers.RegexField(
+        MAX_UNAVAILABLE, max_length=16, default="25%",
+        error_messages={"invalid": "a number of nodes (1-999999) or a percentage above 0 and at most 100, like '25%%'"},
+        help_text="'25%' of a tier's active nodes, or a number; never past the capacity floor")
     bake_s = serializers.IntegerField(min_value=0, max_value=7 * 86400, default=600)
     on_failure = serializers.ChoiceField(choices=OnFailure.choices, default=OnFailure.ROLLBACK)
     cohort_tolerance_pct = serializers.IntegerField(
