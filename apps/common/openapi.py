@@ -30,6 +30,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from django.core.validators import RegexValidator
 from django.db import models
 from drf_spectacular import openapi
 from drf_spectacular.plumbing import force_instance, get_view_model
@@ -125,10 +126,13 @@ class AutoSchema(openapi.AutoSchema):
         if isinstance(field, serializers.DecimalField) and "pattern" in schema:
             schema["pattern"] = _decimal_pattern(field) or schema["pattern"]
         if (isinstance(field, serializers.CharField) and direction == "request" and schema.get("type") == "string"
-                and not {"pattern", "format", "enum"} & schema.keys()):
+                and not {"pattern", "format", "enum"} & schema.keys()
+                and not any(isinstance(v, RegexValidator) for v in field.validators)):  # its own pattern
             # DRF refuses NUL characters, and trims the text before refusing a blank one
             blank = field.allow_blank or not field.trim_whitespace
             schema["pattern"] = r"^[^\x00]*$" if blank else r"^[^\x00]*[^\s\x00][^\x00]*$"
+        if isinstance(field, serializers.ListField) and not field.allow_empty and schema.get("type") == "array":
+            schema["minItems"] = max(1, schema.get("minItems", 0))
         if isinstance(field, serializers.ListSerializer) and schema.get("type") == "array":
             # drf-spectacular leaves out the bounds of a list of objects (``many=True``) the server enforces
             low, high = getattr(field, "min_length", None), getattr(field, "max_length", None)

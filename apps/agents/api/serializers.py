@@ -14,6 +14,7 @@ from apps.agents.enrolments import MAX_TOKEN_LIFETIME, MAX_TOKEN_USES, JoinFacts
 from apps.agents.models import AgentToken, BootstrapToken, Enrolment, NodeCommand
 from apps.agents.services import MAX_ROTATION_OVERLAP_S
 from apps.common.errors import MISSING
+from apps.common.serializers import SlugRefField
 from apps.inventory.choices import NicKind
 from apps.inventory.models import ModuleType, Node, Rack, Tier
 
@@ -70,11 +71,12 @@ class AgentTokenIssueSerializer(serializers.Serializer):
     node = serializers.PrimaryKeyRelatedField(queryset=Node.objects.all(), required=False, allow_null=True,
                                               help_text="The node a node agent's key speaks for; none for the gateway")
 
-    # ``validate`` in the schema: a node agent's key names its node, the gateway's names none.
+    # ``validate`` in the schema: a node agent's key names its node, the gateway's names none. (``not``
+    # the other kind: an ``enum`` here would be merged with the field's by drf-spectacular's enum hook.)
     schema_rules = {"anyOf": [
-        {"properties": {"kind": {"enum": [AgentKind.NODE.value]}, "node": {"type": "integer"}},
+        {"properties": {"kind": {"not": {"enum": [AgentKind.GATEWAY.value]}}, "node": {"type": "integer"}},
          "required": ["node"]},
-        {"properties": {"kind": {"enum": [AgentKind.GATEWAY.value]}, "node": {"not": {"type": "integer"}}}},
+        {"properties": {"kind": {"not": {"enum": [AgentKind.NODE.value]}}, "node": {"not": {"type": "integer"}}}},
     ]}
     note = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
 
@@ -128,9 +130,9 @@ class AgentSelfSerializer(serializers.Serializer):
 
 
 class BootstrapScopeSerializer(serializers.Serializer):
-    tier = serializers.SlugRelatedField(slug_field="kind", queryset=Tier.objects.all(), required=False,
+    tier = SlugRefField(slug_field="kind", queryset=Tier.objects.all(), required=False,
                                         allow_null=True, help_text="The tier the joining nodes go to (its kind)")
-    racks = serializers.SlugRelatedField(slug_field="name", queryset=Rack.objects.all(), many=True, required=False,
+    racks = SlugRefField(slug_field="name", queryset=Rack.objects.all(), many=True, required=False,
                                          help_text="The racks they may be placed in (names; none: any)")
 
     # As ``bootstrap_token_issue`` requires: a tier, racks or both.
@@ -291,10 +293,10 @@ class JoinAnswerSerializer(serializers.Serializer):
 
 
 class PlacementSerializer(serializers.Serializer):
-    rack = serializers.SlugRelatedField(slug_field="name", queryset=Rack.objects.all(), required=False,
+    rack = SlugRefField(slug_field="name", queryset=Rack.objects.all(), required=False,
                                         allow_null=True, default=None, help_text="Rack name (default: the prefill)")
     slot = serializers.IntegerField(min_value=0, max_value=10_000, required=False, allow_null=True, default=None)
-    tier = serializers.SlugRelatedField(slug_field="kind", queryset=Tier.objects.all(), required=False,
+    tier = SlugRefField(slug_field="kind", queryset=Tier.objects.all(), required=False,
                                         allow_null=True, default=None, help_text="Tier kind (default: the token's)")
 
 

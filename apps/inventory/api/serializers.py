@@ -17,6 +17,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.common.errors import MISSING
+from apps.common.serializers import storable
 from apps.inventory.choices import CombinationState, ModuleCapability
 from apps.inventory.models import (
     DriverRelease,
@@ -59,8 +60,12 @@ class RefField(serializers.PrimaryKeyRelatedField):  # type: ignore[type-arg]
         if isinstance(data, bool) or not isinstance(data, (int, str)):
             raise serializers.ValidationError(
                 f"expected a {self._what()}, got {type(data).__name__}")
-        if isinstance(data, str) and ("\x00" in data or len(data) > 200):
-            raise serializers.ValidationError(f"expected a {self._what()}: no NUL characters, at most 200 characters")
+        if isinstance(data, str) and not storable(data):  # no stored key holds it: an unknown reference
+            raise serializers.ValidationError(f"unknown {model_name}: no {model_name} has this "
+                                              f"{'id or ' + self.natural_key if self.natural_key else 'id'}",
+                                              code=MISSING)
+        if isinstance(data, str) and len(data) > 200:
+            raise serializers.ValidationError(f"expected a {self._what()}: at most 200 characters")
         obj = None
         if isinstance(data, str) and self.natural_key:
             obj = queryset.filter(**{self.natural_key: data}).first()
@@ -83,8 +88,8 @@ class RefFieldSchema(OpenApiSerializerFieldExtension):
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         field: RefField = self.target
         schema: dict[str, Any] = {"type": "integer"}
-        if direction == "request" and field.natural_key:
-            schema = {"oneOf": [{"type": "integer"}, {"type": "string"}],
+        if direction == "request" and field.natural_key:  # ("" is no key: DRF reads it as null)
+            schema = {"oneOf": [{"type": "integer"}, {"type": "string", "minLength": 1, "maxLength": 200}],
                       "description": f"{field.get_queryset().model._meta.verbose_name} id or "
                                      f"{field.natural_key}"}
         if field.allow_null:

@@ -14,12 +14,15 @@ from apps.rollouts.models import Rollout, RolloutNode
 from apps.rollouts.planner import PlanError, canary_text, parse_canary, parse_max_unavailable
 from apps.vectors.models import Suite
 
-# What parse_max_unavailable reads, as the schema states it: a number of nodes (1-999999) or a percentage
-# above 0 and at most 100.
-MAX_UNAVAILABLE = r"^(?:[1-9]\d{0,5}|(?:100(?:\.0+)?|[1-9]\d?(?:\.\d+)?|0\.\d*[1-9]\d*)%)$"
+# What the planner reads (``_nodes_or_percentage``), as the schema states it: a percentage above 0 and at
+# most 100; for max_unavailable, or a number of nodes (1-999999).
+_PCT = r"(?:100(?:\.0+)?|[1-9]\d?(?:\.\d+)?|0\.\d*[1-9]\d*)%"
+PERCENTAGE = rf"^{_PCT}$"
+MAX_UNAVAILABLE = rf"^(?:[1-9]\d{{0,5}}|{_PCT})$"
 
 
-@extend_schema_field({"oneOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^\d+(\.\d+)?%$"}],
+@extend_schema_field({"oneOf": [{"type": "integer", "minimum": 1, "maximum": 999999},
+                                {"type": "string", "pattern": PERCENTAGE}],
                       "description": "Canary per tier in scope: a number of nodes (1) or a percentage of the tier's "
                                      "nodes in scope ('10%', rounded up, at least 1)"})
 class CanaryField(serializers.Field):  # type: ignore[type-arg]

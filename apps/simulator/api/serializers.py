@@ -4,6 +4,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from apps.common.serializers import SlugRefField
 from apps.inventory.models import Node, VersionCombination
 from apps.simulator.choices import FaultKind
 from apps.simulator.models import Fault
@@ -27,7 +28,7 @@ class FaultSetSerializer(serializers.Serializer[Any]):
     candidate combination (or its params ``driver`` and ``framework``)."""
 
     kind = serializers.ChoiceField(choices=FaultKind.choices)
-    node = serializers.SlugRelatedField(slug_field="hostname", queryset=Node.objects.all(), required=False,
+    node = SlugRefField(slug_field="hostname", queryset=Node.objects.all(), required=False,
                                         allow_null=True)
     combination = serializers.PrimaryKeyRelatedField(queryset=VersionCombination.objects.all(), required=False,
                                                      allow_null=True)
