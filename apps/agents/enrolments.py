@@ -27,7 +27,7 @@ from apps.agents.models import BootstrapToken, Enrolment
 from apps.agents.services import agent_token_issue, agent_token_revoke, node_keys_revoke
 from apps.audit.choices import Source
 from apps.audit.services import audit_record
-from apps.common.errors import Conflict
+from apps.common.errors import CONFLICT, Conflict
 from apps.common.keys import PREFIX_CHARS, hash_key, new_key
 from apps.inventory import services as inventory
 from apps.inventory.admission import Findings, evaluate
@@ -54,15 +54,15 @@ def bootstrap_token_issue(*, tier: Tier | None, racks: Sequence[Rack], uses: int
                           ) -> tuple[BootstrapToken, str]:
     """A new bootstrap token; its plaintext is returned once and never stored."""
     now = timezone.now()
-    errors: dict[str, list[str]] = {}
+    errors: dict[str, list[str | ValidationError]] = {}
     if tier is None and not racks:
         errors["scope"] = ["name a tier, racks or both: the nodes that join with this token go there"]
     if not 1 <= uses <= MAX_TOKEN_USES:
         errors["uses"] = [f"must be between 1 and {MAX_TOKEN_USES}"]
-    if expires_at <= now:
-        errors["expires_at"] = [f"{expires_at.isoformat()} is in the past"]
+    if expires_at <= now:  # the clock's rule, not the schema's: a 409 (CONFLICT)
+        errors["expires_at"] = [ValidationError(f"{expires_at.isoformat()} is in the past", code=CONFLICT)]
     elif expires_at > now + MAX_TOKEN_LIFETIME:
-        errors["expires_at"] = [f"at most {MAX_TOKEN_LIFETIME.days} days ahead"]
+        errors["expires_at"] = [ValidationError(f"at most {MAX_TOKEN_LIFETIME.days} days ahead", code=CONFLICT)]
     if not reason.strip():
         errors["reason"] = ["say what the token is for (e.g. the delivery it enrols)"]
     if errors:

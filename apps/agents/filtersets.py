@@ -21,9 +21,9 @@ class BootstrapTokenFilterSet(django_filters.FilterSet):
         model = BootstrapToken
         fields = ["tier", "auto_approve"]
 
-    def filter_active(self, qs: QuerySet[Any], name: str, value: bool | None) -> QuerySet[Any]:
-        if value is None:
-            return qs
+    def filter_active(self, qs: QuerySet[Any], name: str, value: bool) -> QuerySet[Any]:
+        # ``bool``, not ``bool | None``: the hint types the parameter in the schema, and django-filter
+        # never calls the method with no value.
         live = Q(revoked_at__isnull=True, used__lt=F("uses"), expires_at__gt=timezone.now())
         return qs.filter(live) if value else qs.exclude(live)
 

@@ -2,6 +2,13 @@
 
 Model validation (Django ValidationError) becomes 400 with field messages,
 state conflicts 409, oversized bodies 413. Bad input never becomes a 500.
+A request whose only fault is that it names objects that do not exist (an id or a
+natural key no object has: the code ``does_not_exist`` of DRF's related fields)
+is well formed, as the schema types it: 404, with ``errors`` naming each field.
+One refused only by a rule the schema cannot state (a time that must be in the
+future, an end after its start, numbers telemetry has not given yet: the code
+``conflict``) is a 409 with ``errors``, which the operation documents
+(``conflicts`` on its view).
 """
 
 from __future__ import annotations
@@ -27,6 +34,43 @@ class Conflict(exceptions.APIException):
     def __init__(self, detail: Any = None, code: str | None = None, *, extra: dict[str, Any] | None = None) -> None:
         super().__init__(detail, code)
         self.extra = extra or {}
+
+
+# The code of an error that says an id or natural key names no object (DRF's related fields give it;
+# ``ValidationError(..., code=MISSING)`` for a lookup a view makes itself).
+MISSING = "does_not_exist"
+# The code of an error about a well-formed value that a rule the schema cannot state refuses: its
+# relation to the present (a time already past) or to another value (an end not after its start), or
+# the current state (no telemetry to read yet). The view names it in ``conflicts`` (its 409).
+CONFLICT = "conflict"
+
+
+def _codes(codes: Any) -> list[str]:
+    if isinstance(codes, dict):
+        return [c for v in codes.values() for c in _codes(v)]
+    if isinstance(codes, list):
+        return [c for v in codes for c in _codes(v)]
+    return [str(codes)]
+
+
+def _status(exc: exceptions.ValidationError) -> int:
+    """400; 404 when every error says that an object the request names does not exist; 409 when every
+    error is that, or a conflict (``CONFLICT``)."""
+    codes = set(_codes(exc.get_codes()))
+    if codes == {MISSING}:
+        return status.HTTP_404_NOT_FOUND
+    if CONFLICT in codes and codes <= {MISSING, CONFLICT}:
+        return status.HTTP_409_CONFLICT
+    return status.HTTP_400_BAD_REQUEST
+
+
+def _drf_detail(exc: DjangoValidationError) -> dict[str, list[exceptions.ErrorDetail]]:
+    """A Django ValidationError's messages by field, each keeping its code."""
+    def details(errors: list[DjangoValidationError]) -> list[exceptions.ErrorDetail]:
+        return [exceptions.ErrorDetail(str(m), code=e.code or "invalid") for e in errors for m in e.messages]
+    if hasattr(exc, "error_dict"):
+        return {k: details(v) for k, v in exc.error_dict.items()}
+    return {"non_field_errors": details(exc.error_list)}
 
 
 def django_errors(exc: DjangoValidationError) -> dict[str, list[str]]:
@@ -73,7 +117,7 @@ def _summary(errors: dict[str, list[str]]) -> str:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, DjangoValidationError):
-        exc = exceptions.ValidationError(django_errors(exc))
+        exc = exceptions.ValidationError(_drf_detail(exc))
     elif isinstance(exc, ProtectedError):
         exc = Conflict(f"cannot delete: still referenced by {len(exc.protected_objects)} object(s)")
     elif isinstance(exc, IntegrityError):
@@ -89,6 +133,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, exceptions.ValidationError):
         errors = _flatten(exc.detail)
         response.data = {"detail": _summary(errors), "errors": errors}
+        response.status_code = _status(exc)
     elif isinstance(response.data, dict) and "detail" in response.data:
         response.data = {"detail": str(response.data["detail"]), **getattr(exc, "extra", {})}
     return response

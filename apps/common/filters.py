@@ -48,17 +48,26 @@ _MANY = (django_filters.MultipleChoiceFilter, django_filters.ModelMultipleChoice
 _BOOLEANS = frozenset({"true", "false"})
 _WHOLE = re.compile(r"^-?\d{1,18}$")
 _REFERENCES = (django_filters.ModelChoiceFilter, django_filters.ModelMultipleChoiceFilter)
+_ANY_WHOLE = re.compile(r"^-?\d+$")
+
+
+def _matches_nothing(declared: Any, codes: set[str], values: list[str]) -> bool:
+    """Whether a filter's errors only say that its well-formed value can match no row: an id (a whole
+    number of any size, as the schema types it) that no object has, or text with a NUL character,
+    which no stored text holds (PostgreSQL's text cannot)."""
+    if isinstance(declared, _REFERENCES):
+        return codes <= {"invalid_choice", "invalid_pk_value"} and all(_ANY_WHOLE.match(v) for v in values)
+    if isinstance(declared, django_filters.CharFilter):
+        return codes == {"null_characters_not_allowed"}
+    return False
 
 
 def _names_nothing(filterset: Any, request: Any) -> bool:
-    """Whether every error of the FilterSet is a well-formed id (a whole number) that no object has."""
+    """Whether every error of the FilterSet is a well-formed value that can match no row."""
     errors = filterset.form.errors.as_data()
     for name, found in errors.items():
-        declared = filterset.filters.get(name)
-        if not isinstance(declared, _REFERENCES) or any(e.code not in ("invalid_choice", "invalid_pk_value")
-                                                        for e in found):
-            return False
-        if not all(_WHOLE.match(v) for v in request.query_params.getlist(name)):
+        if not _matches_nothing(filterset.filters.get(name), {str(e.code) for e in found},
+                                request.query_params.getlist(name)):
             return False
     return bool(errors)
 
@@ -79,7 +88,7 @@ class StrictFilterBackend(DjangoFilterBackend):
     is an empty one unless the filter takes free text: a form leaves an empty field out, but a script
     that sends ``since=`` or ``state=`` meant something, and must not get the unfiltered list instead.
     An id no object has (a whole number, as the schema types it) matches nothing: an empty page, as for
-    the id of an object since deleted."""
+    the id of an object since deleted; so does text with a NUL character."""
 
     def filter_queryset(self, request: Any, queryset: Any, view: Any) -> Any:
         filterset = self.get_filterset(request, queryset, view)

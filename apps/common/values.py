@@ -184,6 +184,10 @@ class ValuesPagination(LimitOffsetPagination):
             self.limit = self.default_limit
         self.offset = self.get_offset(request)
         self.count_exact = True
+        counts = request.query_params.getlist("count")
+        if counts and counts != [EXACT]:  # as the schema says: 'exact' once, or nothing
+            raise serializers.ValidationError({"count": [f"must be '{EXACT}' (given once), not {counts[-1][:40]!r}"
+                                             if len(counts) == 1 else f"give count once, not {len(counts)} times"]})
         plan = _plan(serializer_class)
         window = slice(self.offset, self.offset + self.limit + 1)  # one more: is there a next page?
         if queryset.query.distinct:

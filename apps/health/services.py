@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from apps.audit.choices import Source
 from apps.audit.services import actor_name, audit_record
-from apps.common.errors import Conflict
+from apps.common.errors import CONFLICT, Conflict
 from apps.common.events import FLEET_GROUP, EventType, node_group, publish
 from apps.health import notify
 from apps.health.checks import BREAKER, CHECKS, validate_params
@@ -80,7 +80,7 @@ def silence_create(*, reason: str, expires_at: dt.datetime, actor: Any, check_na
         raise ValidationError({"reason": "say why the findings are silenced"})
     scopes.require_subject(actor=actor, what="a fleet-wide silence", node=node, tier=tier)
     if expires_at <= timezone.now():
-        raise ValidationError({"expires_at": "must be in the future"})
+        raise ValidationError({"expires_at": ValidationError("must be in the future", code=CONFLICT)})
     if check_name and check_name not in CHECKS:
         raise ValidationError({"check": f"no check {check_name!r} (known: {', '.join(CHECKS)})"})
     s = Silence.objects.create(check_name=check_name, node=node, tier=tier, reason=reason, expires_at=expires_at,

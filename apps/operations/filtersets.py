@@ -9,7 +9,6 @@ class DrainFilterSet(django_filters.FilterSet):
     state = django_filters.MultipleChoiceFilter(choices=DrainState.choices)
     owner = django_filters.MultipleChoiceFilter(choices=Owner.choices)
     active = django_filters.BooleanFilter(method="filter_active")
-    node = django_filters.NumberFilter(field_name="node_id")
     hostname = django_filters.CharFilter(field_name="node__hostname")
 
     class Meta:

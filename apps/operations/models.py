@@ -16,6 +16,7 @@ from django.db import models
 from django.db.models import Q
 
 from apps.common import cron
+from apps.common.errors import CONFLICT
 from apps.inventory.models import Module, Node, Rack, Tier
 from apps.operations.choices import (
     ACTIVE_DRAIN_STATES,
@@ -302,8 +303,9 @@ class Freeze(models.Model):
         if not self.reason.strip():
             raise ValidationError({"reason": "say why changes stop"})
         if self.starts_at and self.ends_at and self.ends_at <= self.starts_at:
-            raise ValidationError({"ends_at": f"{self.ends_at:%Y-%m-%d %H:%M} is not after the start "
-                                              f"{self.starts_at:%Y-%m-%d %H:%M}"})
+            raise ValidationError({"ends_at": ValidationError(  # a rule between two values: a 409 (CONFLICT)
+                f"{self.ends_at:%Y-%m-%d %H:%M} is not after the start {self.starts_at:%Y-%m-%d %H:%M}",
+                code=CONFLICT)})
 
 
 class BudgetHeldBack(models.Model):

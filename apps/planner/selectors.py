@@ -8,6 +8,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Prefetch, Q
 
+from apps.common.errors import CONFLICT
 from apps.inventory.choices import ModuleState, NodeState, TierKind
 from apps.inventory.models import Module, Node, Tier
 from apps.operations import capacity
@@ -120,14 +121,15 @@ def demand_resolve(
     traffic = observed_traffic(window_s=window_s)
     observed_rate = _finite_or_none((traffic or {}).get("requests_per_s"))
     if traffic is None or observed_rate is None:
-        missing = {}
+        # Well-formed numbers, but the state has none to fill in: a 409 (CONFLICT) naming each.
+        missing: dict[str, str] = {}
         if rate is None:
-            missing["requests_per_s"] = [f"{NO_TELEMETRY}: requests_per_s, or concurrent_users and request_interval_s"]
+            missing["requests_per_s"] = f"{NO_TELEMETRY}: requests_per_s, or concurrent_users and request_interval_s"
         if input_tokens is None:
-            missing["input_tokens"] = [f"{NO_TELEMETRY}: input tokens per request"]
+            missing["input_tokens"] = f"{NO_TELEMETRY}: input tokens per request"
         if output_tokens is None:
-            missing["output_tokens"] = [f"{NO_TELEMETRY}: output tokens per request"]
-        raise ValidationError(missing)
+            missing["output_tokens"] = f"{NO_TELEMETRY}: output tokens per request"
+        raise ValidationError({name: ValidationError(message, code=CONFLICT) for name, message in missing.items()})
     window = int(traffic.get("window_s") or window_s)
     observed: list[str] = []
     if rate is None:

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from apps.audit.choices import Source
 from apps.audit.services import audit_record, diff, snapshot
+from apps.common.errors import CONFLICT
 from apps.inventory import scopes
 from apps.inventory.choices import CombinationState, NodeState, TierKind
 from apps.inventory.models import ExternalEndpoint, Node, VersionCombination
@@ -26,7 +27,8 @@ def _default_node(kind: str) -> Node:
         nodes = nodes.filter(tier__kind=TierKind.ACCESS_LOGIC)
     node = nodes.first() or Node.objects.filter(state=NodeState.ACTIVE).order_by("hostname").first()
     if node is None:
-        raise ValidationError({"node": "no active node to inject the fault into; name one"})
+        raise ValidationError({"node": ValidationError("no active node to inject the fault into; name one",
+                                                       code=CONFLICT)})
     return node
 
 
@@ -63,7 +65,8 @@ def _endpoint_params(kind: str, out: dict[str, Any]) -> None:
     if not out.get("endpoint"):
         first = ExternalEndpoint.objects.filter(enabled=True).order_by("name").values_list("name", flat=True).first()
         if first is None:
-            raise ValidationError({"params.endpoint": "no enabled external endpoint to strike; name one"})
+            raise ValidationError({"params.endpoint": ValidationError(
+                "no enabled external endpoint to strike; name one", code=CONFLICT)})
         out["endpoint"] = first
     elif not isinstance(out["endpoint"], str) or not ExternalEndpoint.objects.filter(name=out["endpoint"]).exists():
         raise ValidationError({"params.endpoint": f"no external endpoint {out['endpoint']!r}"})
@@ -106,7 +109,8 @@ def fault_set(*, kind: str, enabled: bool = True, node: Node | None = None,
              .filter(kind=kind, node=node, combination=combination).first())
     if fault is None:
         if not enabled:
-            raise ValidationError({"kind": f"no {kind} fault on that target to switch off"})
+            raise ValidationError({"kind": ValidationError(f"no {kind} fault on that target to switch off",
+                                                           code=CONFLICT)})
         fault = Fault(kind=kind, node=node, combination=combination)
     return _apply(fault, enabled=enabled, params=params, actor=actor, source=source, reason=reason)
 

@@ -107,7 +107,7 @@ def test_a_bulk_action_applies_the_single_action_to_each_node(two_tiers: dict[st
     assert [r["changed"] for r in again.json()["results"]] == [True, True]
     missing = client.post("/api/v1/nodes/actions/", {"action": "cordon", "nodes": [999999], "reason": "x"},
                           format="json")
-    assert missing.status_code == 400 and "nodes" in missing.json()["errors"]
+    assert missing.status_code == 404 and "nodes" in missing.json()["errors"]
 
 
 def test_a_bulk_action_that_fails_on_one_node_applies_none(two_tiers: dict[str, Any]) -> None:

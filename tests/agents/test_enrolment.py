@@ -149,7 +149,7 @@ def test_it_refuses_bad_facts_naming_what_and_where(inventory: dict[str, Any], a
     body = join_body(key, "n-bad", modules=2)
     body["modules"][1]["model"] = "AX-999"
     r = anon_api.post("/api/v1/enrolments/", body, format="json")
-    assert r.status_code == 400 and "unknown module type Axon AX-999" in r.json()["errors"]["modules[1].model"][0]
+    assert r.status_code == 404 and "unknown module type Axon AX-999" in r.json()["errors"]["modules[1].model"][0]
     body = join_body(key, "n-bad")
     body["facts"]["cpu_clock_ghz"] = "fast"
     assert list(anon_api.post("/api/v1/enrolments/", body, format="json").json()["errors"]) == ["facts.cpu_clock_ghz"]

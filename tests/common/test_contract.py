@@ -20,6 +20,7 @@ pytestmark = pytest.mark.django_db
     ("limit=0", "limit"), ("limit=ten", "limit"),
     ("since=", "since"), ("since=yesterday", "since"), ("until=2026-13-01T00:00:00Z", "until"),
     ("chatter=null", "chatter"), ("chatter=true&chatter=false", "chatter"),
+    ("count=AAA", "count"), ("count=", "count"), ("count=exact&count=exact", "count"),
 ])
 def test_a_bad_list_parameter_is_a_400_naming_it(viewer_api: Any, query: str, name: str) -> None:
     r = viewer_api.get(f"/api/v1/audit-events/?{query}")
@@ -62,6 +63,34 @@ def test_an_id_no_object_has_matches_nothing(viewer_api: Any) -> None:
     assert r.status_code == 200 and r.json()["count"] == 0, r.content
     r = viewer_api.get("/api/v1/quarantines/?module=abc")
     assert r.status_code == 400 and list(r.json()["errors"]) == ["module"], r.content
+    # Any whole number is an id as the schema types it (no bound): past PostgreSQL's bigint too.
+    for query in ("/api/v1/quarantines/?module=213777755491054125056", "/api/v1/drains/?node=-7189144492370656256",
+                  "/api/v1/enrolments/?hostname=a%00b"):  # and no stored text holds a NUL character
+        r = viewer_api.get(query)
+        assert r.status_code == 200 and r.json()["count"] == 0, (query, r.content)
+
+
+def test_a_body_naming_an_object_that_does_not_exist_is_a_404_naming_the_field(admin_api: Any) -> None:
+    make_fleet()
+    r = admin_api.post("/api/v1/racks/", {"name": "r2", "power_budget_w": 100}, format="json")
+    assert r.status_code == 201, r.content
+    r = admin_api.post("/api/v1/nodes/", {"hostname": "n-x", "rack": "r404", "slot": 3, "tier": "hybrid_inference"},
+                       format="json")
+    assert r.status_code == 404 and list(r.json()["errors"]) == ["rack"], r.content
+    # With a fault of another kind beside it, the request is malformed: a 400 naming both.
+    r = admin_api.post("/api/v1/nodes/", {"hostname": "n-x", "rack": "r404", "slot": -1, "tier": "hybrid_inference"},
+                       format="json")
+    assert r.status_code == 400 and set(r.json()["errors"]) == {"rack", "slot"}, r.content
+
+
+def test_the_what_if_query_states_its_bounds_and_refuses_both_traffic_forms_with_a_409(viewer_api: Any) -> None:
+    r = viewer_api.get("/api/v1/planner/what-if/?concurrent_users=0")
+    assert r.status_code == 400 and list(r.json()["errors"]) == ["concurrent_users"], r.content
+    r = viewer_api.get("/api/v1/planner/what-if/?requests_per_s=1&concurrent_users=2&request_interval_s=1")
+    assert r.status_code == 409 and list(r.json()["errors"]) == ["requests_per_s"], r.content
+    r = viewer_api.post("/api/v1/planner/what-if/", {"requests_per_s": 1, "concurrent_users": 2,
+                                                     "request_interval_s": 1}, format="json")
+    assert r.status_code == 400 and list(r.json()["errors"]) == ["requests_per_s"], r.content
 
 
 @pytest.mark.parametrize(("url", "minutes"), [

@@ -5,6 +5,7 @@ shape where Django would answer a page (a path no API route matches)."""
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from typing import Any
 
@@ -68,6 +69,30 @@ def test_paths_with_an_id_document_404_and_every_operation_400() -> None:
     assert {"400", "413", "415"} <= set(_op("/api/v1/racks/", "post")["responses"])
 
 
+def test_bodies_that_name_objects_document_404() -> None:
+    assert "404" in _op("/api/v1/nodes/", "post")["responses"]  # rack and tier are references
+    assert "404" in _op("/api/v1/nodes/actions/", "post")["responses"]  # node ids (the view says so)
+    assert "404" not in _op("/api/v1/racks/", "post")["responses"]  # no reference in a rack's body
+    assert "body names" in _op("/api/v1/nodes/{id}/", "patch")["responses"]["404"]["description"]
+
+
+def test_request_bodies_state_what_the_server_enforces() -> None:
+    schemas = _schema()["components"]["schemas"]
+    # a decimal: at least one digit, no sign below its minimum of 0.10
+    clock = re.compile(schemas["NodeRequest"]["properties"]["cpu_clock_ghz"]["pattern"])
+    assert [t for t in ("3", "0.1", ".5", "99.99", "0", "0.09", "-1", "", ".", "100") if clock.match(t)] == \
+        ["3", "0.1", ".5", "99.99"]
+    # a list of objects: its bounds
+    items = schemas["NodeBulkRequest"]["properties"]["items"]
+    assert (items["minItems"], items["maxItems"]) == (1, 1000)
+    # text that DRF trims and refuses blank, and NUL characters anywhere
+    reason = re.compile(schemas["FreezeRequest"]["properties"]["reason"]["pattern"])
+    assert reason.match("x") and not reason.match("  ") and not reason.match("a\x00")
+    # rules between fields (a serializer's schema_rules), in requests only
+    assert "anyOf" in schemas["WhatIfInputRequest"] and "anyOf" not in schemas.get("WhatIfInput", {})
+    assert "anyOf" in schemas["AgentTokenIssueRequest"] and "anyOf" in schemas["BootstrapScopeRequest"]
+
+
 def test_writes_document_the_write_limit_with_retry_after() -> None:
     limited = _op("/api/v1/racks/{id}/", "delete")["responses"]["429"]
     assert "Retry-After" in limited["headers"]
@@ -82,6 +107,9 @@ def test_conflicts_come_from_the_view_or_from_protected_references() -> None:
     # a rack that nodes are in cannot be deleted; nothing refers to an external endpoint
     assert "409" in _op("/api/v1/racks/{id}/", "delete")["responses"]
     assert "409" not in _op("/api/v1/external-endpoints/{id}/", "delete")["responses"]
+    # a rule the schema cannot type: a time that must be in the future, an end after its start
+    assert "409" in _op("/api/v1/health/silences/", "post")["responses"]
+    assert "409" in _op("/api/v1/freezes/", "post")["responses"]
     # the view's own 409 (with the capacity numbers) is kept
     cordon = _op("/api/v1/nodes/{id}/cordon/", "post")["responses"]["409"]
     assert cordon["content"]["application/json"]["schema"]["$ref"].endswith("/Conflict")

@@ -66,7 +66,7 @@ def test_a_step_waiting_for_capacity_raises_a_stuck_finding_naming_what_it_waits
     ev: dict[str, Any] = finding.evidence
     assert finding.node_id == canary.node_id and finding.severity == "warning"
     assert ev["state"] == "cordoning" and ev["rollout"] == pk and ev["expected_s"] == int(EXPECTED_S)
-    assert ev["stuck_s"] > 2 * int(EXPECTED_S)
+    assert ev["stuck_s"] >= 2 * int(EXPECTED_S)  # opened past twice it (the evidence rounds to seconds)
     assert "waiting for capacity" in ev["waits_for"] and "floor" in ev["waits_for"], ev["waits_for"]
     assert f"rollout #{pk}: {canary.node.hostname}'s step has been cordoning" in finding.summary
     listed = api.get("/api/v1/health/findings/", params={"check": STUCK, "state": "open"}).json()["results"]

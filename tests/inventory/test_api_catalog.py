@@ -144,7 +144,7 @@ def test_it_bulk_creates_nodes_all_or_none(admin_api, fleet):  # type: ignore[no
     items = [node_body(hostname=f"n-{i}", slot=10 + i) for i in range(3)]
     items[2]["rack"] = "nope"
     response = admin_api.post("/api/v1/nodes/bulk/", {"items": items}, format="json")
-    assert response.status_code == 400
+    assert response.status_code == 404  # well formed: it names a rack that does not exist
     assert response.json()["errors"] == {"items[2].rack": ["unknown rack 'nope': no rack has this id or name"]}
     assert Node.objects.count() == 1
 

@@ -108,7 +108,7 @@ def test_it_rejects_a_slow_module_when_the_rule_is_made_hard(admin_api, fleet): 
 
 def test_it_names_an_unknown_module_type_and_node(admin_api, fleet):  # type: ignore[no-untyped-def]
     response = admin_api.post(MODULES, module_body(fleet, module_type="AX-40", node="nope"), format="json")
-    assert response.status_code == 400
+    assert response.status_code == 404
     errors = response.json()["errors"]
     assert errors["module_type"] == ["unknown module type 'AX-40': no module type has this id"]
     assert errors["node"] == ["unknown node 'nope': no node has this id or hostname"]

@@ -111,14 +111,14 @@ def test_it_keeps_recommendations_within_the_tier_limits(viewer_api: APIClient, 
 
 def test_it_asks_for_numbers_when_there_is_no_telemetry(viewer_api: APIClient, small_fleet: Any) -> None:
     r = viewer_api.get(URL)
-    assert r.status_code == 400
+    assert r.status_code == 409  # well-formed: the state (no telemetry) has no numbers to fill in
     body = r.json()
     assert set(body["errors"]) == {"requests_per_s", "input_tokens", "output_tokens"}
     assert body["errors"]["input_tokens"] == ["no telemetry yet; give your numbers: input tokens per request"]
     assert "no telemetry yet; give your numbers" in body["detail"]
     # Only the missing numbers are asked for.
     r = viewer_api.post(URL, {"requests_per_s": 10, "input_tokens": 1}, format="json")
-    assert r.status_code == 400
+    assert r.status_code == 409
     assert set(r.json()["errors"]) == {"output_tokens"}
 
 

@@ -57,9 +57,9 @@ def test_create_refuses_bad_input_naming_the_field_and_writes_nothing(
     cases: list[tuple[dict[str, Any], int, str]] = [
         ({"wave_size": 0}, 400, "wave_size"),
         ({"max_unavailable": "120%"}, 400, "max_unavailable"),
-        ({"module_type": rfleet.mtype.pk + 999}, 400, "module_type"),
+        ({"module_type": rfleet.mtype.pk + 999}, 404, "module_type"),  # well formed, no such object
         ({"reason": ""}, 400, "reason"),
-        ({"nodes": [999999]}, 400, "nodes"),
+        ({"nodes": [999999]}, 404, "nodes"),
     ]
     for change, code, name in cases:
         response = operator_api.post("/api/v1/rollouts/", _body(rfleet, **change), format="json")

@@ -182,7 +182,10 @@ def test_node_tier_and_fleet_percentiles_are_within_the_sketch_error(fleet: Flee
     _check(r.json()["stages"], {"intent": setup.values({"n-b"}, "intent")})
     assert client.get("/api/v1/fleet/latency/?node=999999").status_code == 404  # a well-formed id, no node
     assert client.get("/api/v1/fleet/latency/?node=n-1").status_code == 400
-    assert client.get(f"/api/v1/fleet/latency/?node={fleet.node_b.pk}&tier=access_logic").status_code == 400
+    # With a tier too, the node must be in it: another tier's node is not found there.
+    assert client.get(f"/api/v1/fleet/latency/?node={fleet.node_b.pk}&tier=access_logic").status_code == 404
+    r = client.get(f"/api/v1/fleet/latency/?minutes=60&node={fleet.node_b.pk}&tier={fleet.node_b.tier.kind}")
+    assert r.json()["scope"] == "node" and r.json()["node"] == fleet.node_b.pk
 
 
 def test_the_snapshot_and_series_use_histograms_where_there_are_any(fleet: Fleet) -> None:

@@ -9,6 +9,7 @@ from rest_framework import serializers
 from apps.accounts.choices import ScopeKind
 from apps.accounts.models import ServiceAccount, ServiceToken
 from apps.accounts.selectors import scope_of
+from apps.common.errors import CONFLICT
 from apps.common.roles import ROLES
 
 
@@ -79,7 +80,7 @@ class ServiceTokenIssueSerializer(serializers.Serializer):
 
     def validate_expires_at(self, value: Any) -> Any:
         if value is not None and value <= timezone.now():
-            raise serializers.ValidationError("must be in the future")
+            raise serializers.ValidationError("must be in the future", code=CONFLICT)
         return value
 
 

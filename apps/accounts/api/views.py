@@ -46,7 +46,8 @@ class ServiceAccountViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vi
     serializer_class = ServiceAccountSerializer
     permission_classes = [AdminOnly]
     search_fields = ["name"]
-    conflicts = {"create": "A user or service account of that name exists already"}
+    conflicts = {"create": "A user or service account of that name exists already",
+                 "tokens": "(POST) `expires_at` is not in the future (`errors` names it)"}
 
     @extend_schema(request=ServiceAccountCreateSerializer, responses={201: ServiceAccountSerializer},
                    operation_id="service_account_create")

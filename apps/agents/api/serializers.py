@@ -13,6 +13,8 @@ from apps.agents.choices import ACK_STATES, AgentKind, EnrolmentState
 from apps.agents.enrolments import MAX_TOKEN_LIFETIME, MAX_TOKEN_USES, JoinFacts, ModuleFacts
 from apps.agents.models import AgentToken, BootstrapToken, Enrolment, NodeCommand
 from apps.agents.services import MAX_ROTATION_OVERLAP_S
+from apps.common.errors import MISSING
+from apps.common.serializers import SlugRefField
 from apps.inventory.choices import NicKind
 from apps.inventory.models import ModuleType, Node, Rack, Tier
 
@@ -32,6 +34,8 @@ class CommandAckSerializer(serializers.Serializer):
 
 class NodeCommandSerializer(serializers.ModelSerializer):
     node_hostname = serializers.CharField(source="node.hostname", read_only=True)
+    args = serializers.DictField(required=False, default=dict,
+                                 help_text='The command\'s arguments, a JSON object (e.g. {"deadline_s": 300})')
 
     class Meta:
         model = NodeCommand
@@ -46,10 +50,6 @@ class NodeCommandSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError("must not be blank")
         return value.strip()
 
-    def validate_args(self, value: object) -> object:
-        if not isinstance(value, dict):
-            raise serializers.ValidationError('must be a JSON object, e.g. {"deadline_s": 300}')
-        return value
 
 
 # ---- agent keys -----------------------------------------------------------------------------------
@@ -68,7 +68,16 @@ class AgentTokenSerializer(serializers.ModelSerializer):
 
 class AgentTokenIssueSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=AgentKind.choices)
-    node = serializers.PrimaryKeyRelatedField(queryset=Node.objects.all(), required=False, allow_null=True)
+    node = serializers.PrimaryKeyRelatedField(queryset=Node.objects.all(), required=False, allow_null=True,
+                                              help_text="The node a node agent's key speaks for; none for the gateway")
+
+    # ``validate`` in the schema: a node agent's key names its node, the gateway's names none. (``not``
+    # the other kind: an ``enum`` here would be merged with the field's by drf-spectacular's enum hook.)
+    schema_rules = {"anyOf": [
+        {"properties": {"kind": {"not": {"enum": [AgentKind.GATEWAY.value]}}, "node": {"type": "integer"}},
+         "required": ["node"]},
+        {"properties": {"kind": {"not": {"enum": [AgentKind.NODE.value]}}, "node": {"not": {"type": "integer"}}}},
+    ]}
     note = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -121,10 +130,16 @@ class AgentSelfSerializer(serializers.Serializer):
 
 
 class BootstrapScopeSerializer(serializers.Serializer):
-    tier = serializers.SlugRelatedField(slug_field="kind", queryset=Tier.objects.all(), required=False,
+    tier = SlugRefField(slug_field="kind", queryset=Tier.objects.all(), required=False,
                                         allow_null=True, help_text="The tier the joining nodes go to (its kind)")
-    racks = serializers.SlugRelatedField(slug_field="name", queryset=Rack.objects.all(), many=True, required=False,
+    racks = SlugRefField(slug_field="name", queryset=Rack.objects.all(), many=True, required=False,
                                          help_text="The racks they may be placed in (names; none: any)")
+
+    # As ``bootstrap_token_issue`` requires: a tier, racks or both.
+    schema_rules = {"anyOf": [
+        {"properties": {"tier": {"type": "string"}}, "required": ["tier"]},
+        {"properties": {"racks": {"type": "array", "minItems": 1}}, "required": ["racks"]},
+    ]}
 
 
 class BootstrapTokenSerializer(serializers.ModelSerializer):
@@ -218,7 +233,7 @@ class JoinModuleSerializer(serializers.Serializer):
             known = ", ".join(f"{v} {m}" for v, m in ModuleType.objects.values_list("vendor", "model")[:20])
             raise serializers.ValidationError(
                 {"model": [f"unknown module type {attrs['vendor']} {attrs['model']}: an admin adds it to the "
-                           f"inventory first (known: {known or 'none'})"]})
+                           f"inventory first (known: {known or 'none'})"]}, code=MISSING)
         return attrs
 
 
@@ -278,10 +293,10 @@ class JoinAnswerSerializer(serializers.Serializer):
 
 
 class PlacementSerializer(serializers.Serializer):
-    rack = serializers.SlugRelatedField(slug_field="name", queryset=Rack.objects.all(), required=False,
+    rack = SlugRefField(slug_field="name", queryset=Rack.objects.all(), required=False,
                                         allow_null=True, default=None, help_text="Rack name (default: the prefill)")
     slot = serializers.IntegerField(min_value=0, max_value=10_000, required=False, allow_null=True, default=None)
-    tier = serializers.SlugRelatedField(slug_field="kind", queryset=Tier.objects.all(), required=False,
+    tier = SlugRefField(slug_field="kind", queryset=Tier.objects.all(), required=False,
                                         allow_null=True, default=None, help_text="Tier kind (default: the token's)")
 
 

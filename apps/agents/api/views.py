@@ -189,6 +189,7 @@ class BootstrapTokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, vi
                 .order_by("-created_at", "-id"))
     serializer_class = BootstrapTokenSerializer
     permission_classes = [AdminOnly]
+    conflicts = {"create": "`expires_at` is in the past or too far ahead (`errors` names it)"}
     filterset_class = BootstrapTokenFilterSet
     search_fields = ["key_prefix", "reason"]
 
@@ -240,6 +241,8 @@ class EnrolmentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewset
     }
 
     JOINING = ("create", "claim")
+    # A join's modules name module types of the inventory (vendor and model): one it lacks is a 404.
+    body_references = True
 
     def _joining(self) -> bool:
         """The join or the agent's poll: they prove themselves in their body (a bootstrap token, an enrolment

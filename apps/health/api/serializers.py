@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.health.advisor import advice
+from apps.health.checks import CHECKS
 from apps.health.choices import Policy
 from apps.health.models import Finding, Silence
 
@@ -73,8 +74,10 @@ class BreakerResetSerializer(serializers.Serializer[Any]):
 
 
 class SilenceSerializer(serializers.ModelSerializer[Silence]):
-    check = serializers.CharField(source="check_name", required=False, allow_blank=True, default="",
-                                  help_text="Empty: every check")
+    check = serializers.ChoiceField(
+        source="check_name", choices=["", *CHECKS], required=False, default="",
+        help_text="A check's name; empty: every check",
+        error_messages={"invalid_choice": f"no check {{input!r}} (known: {', '.join(CHECKS)})"})
 
     class Meta:
         model = Silence

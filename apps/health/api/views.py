@@ -113,6 +113,7 @@ class FindingViewSet(viewsets.ReadOnlyModelViewSet[Finding]):
 )
 class SilenceViewSet(mixins.ListModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet[Silence]):
     permission_classes = [ViewerReadOperatorWrite]
+    conflicts = {"create": "`expires_at` is not in the future (`errors` names it)"}
     serializer_class = s.SilenceSerializer
     queryset = Silence.objects.select_related("node", "tier").order_by("-created_at")
 

@@ -13,9 +13,12 @@ from typing import Any
 
 from django.db.models import Model, QuerySet
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.inventory.choices import CombinationState
+from apps.common.errors import MISSING
+from apps.common.serializers import storable
+from apps.inventory.choices import CombinationState, ModuleCapability
 from apps.inventory.models import (
     DriverRelease,
     ExternalEndpoint,
@@ -34,7 +37,8 @@ _MAX_ID = 2**63 - 1
 class RefField(serializers.PrimaryKeyRelatedField):  # type: ignore[type-arg]
     """A reference given as an id, or as the natural key named by ``natural_key``.
 
-    An unknown reference is a 400 on this field that says what was looked for.
+    An unknown reference (well formed, naming no object) is an error on this field that says what was
+    looked for, with the code that makes it a 404 (``apps.common.errors.MISSING``).
     """
 
     def __init__(self, *, natural_key: str | None = None, **kwargs: Any) -> None:
@@ -56,8 +60,12 @@ class RefField(serializers.PrimaryKeyRelatedField):  # type: ignore[type-arg]
         if isinstance(data, bool) or not isinstance(data, (int, str)):
             raise serializers.ValidationError(
                 f"expected a {self._what()}, got {type(data).__name__}")
-        if isinstance(data, str) and ("\x00" in data or len(data) > 200):
-            raise serializers.ValidationError(f"expected a {self._what()}: no NUL characters, at most 200 characters")
+        if isinstance(data, str) and not storable(data):  # no stored key holds it: an unknown reference
+            raise serializers.ValidationError(f"unknown {model_name}: no {model_name} has this "
+                                              f"{'id or ' + self.natural_key if self.natural_key else 'id'}",
+                                              code=MISSING)
+        if isinstance(data, str) and len(data) > 200:
+            raise serializers.ValidationError(f"expected a {self._what()}: at most 200 characters")
         obj = None
         if isinstance(data, str) and self.natural_key:
             obj = queryset.filter(**{self.natural_key: data}).first()
@@ -67,7 +75,8 @@ class RefField(serializers.PrimaryKeyRelatedField):  # type: ignore[type-arg]
                 obj = queryset.filter(pk=int(text)).first()
         if obj is None:
             raise serializers.ValidationError(f"unknown {model_name} {data!r}: no {model_name} has this "
-                                              f"{'id or ' + self.natural_key if self.natural_key else 'id'}")
+                                              f"{'id or ' + self.natural_key if self.natural_key else 'id'}",
+                                              code=MISSING)
         return obj  # type: ignore[no-any-return]
 
 
@@ -79,8 +88,8 @@ class RefFieldSchema(OpenApiSerializerFieldExtension):
     def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
         field: RefField = self.target
         schema: dict[str, Any] = {"type": "integer"}
-        if direction == "request" and field.natural_key:
-            schema = {"oneOf": [{"type": "integer"}, {"type": "string"}],
+        if direction == "request" and field.natural_key:  # ("" is no key: DRF reads it as null)
+            schema = {"oneOf": [{"type": "integer"}, {"type": "string", "minLength": 1, "maxLength": 200}],
                       "description": f"{field.get_queryset().model._meta.verbose_name} id or "
                                      f"{field.natural_key}"}
         if field.allow_null:
@@ -94,6 +103,12 @@ class AdmissionWarningSerializer(serializers.Serializer):  # type: ignore[type-a
     rule = serializers.CharField()
     field = serializers.CharField()
     message = serializers.CharField()
+
+
+@extend_schema_field({"type": "object", "additionalProperties": {"type": "string", "pattern": "^[^\\x00]*$"},
+                      "description": 'Labels: string keys and string values, e.g. {"zone": "a"} (no NUL characters)'})
+class LabelsField(serializers.JSONField):
+    """A node's labels (a JSON object of strings: ``_labels_ok``), typed in the schema."""
 
 
 def _labels_ok(value: Any) -> dict[str, str]:
@@ -127,6 +142,7 @@ class NodeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
     tier = RefField(natural_key="kind", queryset=Tier.objects.all())
     tier_kind = serializers.CharField(source="tier.kind", read_only=True)
     tier_name = serializers.CharField(source="tier.name", read_only=True)
+    labels = LabelsField(required=False)
     warnings = AdmissionWarningSerializer(many=True, read_only=True,
                                           help_text="Soft admission findings, recomputed after every change")
     module_count = serializers.IntegerField(read_only=True, help_text="Modules installed in the node")
@@ -170,6 +186,11 @@ class NodeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
 
 
 class ModuleTypeSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    capabilities = serializers.ListField(
+        child=serializers.ChoiceField(choices=ModuleCapability.choices), required=False,
+        help_text=f"What the module reports: {', '.join(ModuleCapability.values)}. Health checks of a capability "
+                  f"the type lacks are not run for its modules.")
+
     class Meta:
         model = ModuleType
         fields = ["id", "vendor", "model", "form_factor", "int8_tops", "power_w", "pcie_lanes", "capabilities"]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import zoneinfo
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
@@ -11,6 +12,7 @@ if TYPE_CHECKING:
     from django.utils.functional import _StrPromise
 
 from apps.common.datetimes import DateTimeField
+from apps.common.errors import CONFLICT
 from apps.common.roles import ADMIN, has_role
 from apps.common.serializers import ErrorSerializer
 from apps.inventory.models import Rack, Tier
@@ -167,9 +169,9 @@ class CordonInputSerializer(OwnedReasonSerializer):
         now = timezone.now()
         if value <= now:
             raise serializers.ValidationError(f"must be in the future (it is {value.isoformat()}; "
-                                              f"now is {now.isoformat(timespec='seconds')})")
+                                              f"now is {now.isoformat(timespec='seconds')})", code=CONFLICT)
         if value > now + dt.timedelta(days=RESUME_AFTER_MAX_DAYS):
-            raise serializers.ValidationError(f"must be at most {RESUME_AFTER_MAX_DAYS} days ahead")
+            raise serializers.ValidationError(f"must be at most {RESUME_AFTER_MAX_DAYS} days ahead", code=CONFLICT)
         return value
 
 
@@ -347,9 +349,19 @@ class _ScopedRuleSerializer(serializers.ModelSerializer[Any]):
         return attrs
 
 
+TIME_ZONES = sorted(zoneinfo.available_timezones())
+
+
 class ChangeWindowSerializer(_ScopedRuleSerializer):
-    actors = serializers.ListField(child=serializers.CharField(max_length=32),
-                                   help_text="What it governs: " + ", ".join(WindowActor.values))
+    actors = serializers.ListField(
+        child=serializers.ChoiceField(choices=WindowActor.choices, error_messages={
+            "invalid_choice": f"unknown {{input}}; one of: {', '.join(WindowActor.values)}"}),
+        allow_empty=False, error_messages={"empty": f"name at least one of: {', '.join(WindowActor.values)}"},
+        help_text="What it governs: " + ", ".join(WindowActor.values) + " (one named twice counts once)")
+    time_zone = serializers.ChoiceField(
+        choices=TIME_ZONES, default="UTC", help_text="The IANA zone the cron expression reads in",
+        error_messages={"invalid_choice": "{input!r} is not a known time zone (an IANA name such as "
+                                          "'Europe/Berlin' or 'UTC')"})
     next_opening = serializers.SerializerMethodField(help_text="The next opening from now (UTC), or null")
     open_now = serializers.SerializerMethodField(help_text="When open now: until when (UTC); else null")
     reason = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=1000,
@@ -360,6 +372,9 @@ class ChangeWindowSerializer(_ScopedRuleSerializer):
         fields = ["id", "name", "cron", "duration_minutes", "time_zone", "tiers", "racks", "scope", "actors",
                   "next_opening", "open_now", "created_by_name", "created_at", "updated_at", "reason"]
         read_only_fields = ["created_by_name", "created_at", "updated_at"]
+
+    def validate_actors(self, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(value))  # the schema allows a repeat: it names the actor once
 
     def get_next_opening(self, obj: ChangeWindow) -> dt.datetime | None:
         return windows.next_opening(obj, timezone.now())

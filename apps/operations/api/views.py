@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from apps.agents.authentication import AgentTokenAuthentication
 from apps.agents.permissions import IsGatewayAgent
 from apps.audit.services import snapshot
+from apps.common.errors import MISSING
 from apps.common.permissions import AdminOnly, IsViewer, ViewerReadOperatorWrite
 from apps.inventory import scopes
 from apps.inventory.models import Module, Node, Tier
@@ -236,6 +237,7 @@ BULK_VIEWS: dict[str, type[NodeActionView]] = {
                 "applies none; one audit record per node changed."))
 class NodeBulkActionView(APIView):
     permission_classes = [ViewerReadOperatorWrite]
+    body_references = True  # `nodes` are node ids: one no node has is a 404 naming it (the schema's 404)
 
     def post(self, request: Request) -> Response:
         head = s.BulkNodeActionInputSerializer(data=request.data)
@@ -247,7 +249,7 @@ class NodeBulkActionView(APIView):
             nodes = scopes.nodes_for_check(ids)
             missing = sorted(set(ids) - {n.pk for n in nodes})
             if missing:
-                raise ValidationError({"nodes": [f"no node with id {', '.join(map(str, missing))}"]})
+                raise ValidationError({"nodes": [f"no node with id {', '.join(map(str, missing))}"]}, code=MISSING)
             scopes.require_nodes(actor=request.user, nodes=nodes)
             ser = view.input_serializer(data=request.data, context={"request": request})
             ser.is_valid(raise_exception=True)
@@ -416,6 +418,8 @@ class FreezeViewSet(IdempotentCreateMixin, viewsets.ModelViewSet):
     queryset = windows.freeze_list()
     serializer_class = s.FreezeSerializer
     permission_classes = [IsViewer]
+    conflicts = {action: "`ends_at` is not after `starts_at` (`errors` names it)"
+                 for action in ("create", "update", "partial_update")}
 
     def perform_create(self, serializer: Any) -> None:
         data = dict(serializer.validated_data)

@@ -17,6 +17,7 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from rest_framework import serializers
 
+from apps.common.errors import CONFLICT
 from apps.planner import formulas
 
 
@@ -82,22 +83,24 @@ class WholeNumberField(NumberField):
         super().__init__(whole=True, **kwargs)
 
 
-class NumberFieldSchema(OpenApiSerializerFieldExtension):
-    """Schema for NumberField: integer or number, with its bounds (exclusive minimum where it is)."""
+def number_schema(field: NumberField) -> dict[str, Any]:
+    """A NumberField's schema: integer or number, with its bounds (exclusive minimum where it is)."""
+    schema: dict[str, Any] = {"type": "integer" if field.whole else "number"}
+    if not field.whole:
+        schema["format"] = "double"
+    schema["minimum"] = field.low
+    if field.low_exclusive:
+        schema["exclusiveMinimum"] = True
+    schema["maximum"] = field.high
+    return schema
 
+
+class NumberFieldSchema(OpenApiSerializerFieldExtension):
     target_class = NumberField
     match_subclasses = True
 
     def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
-        field = self.target
-        schema: dict[str, Any] = {"type": "integer" if field.whole else "number"}
-        if not field.whole:
-            schema["format"] = "double"
-        schema["minimum"] = field.low
-        if field.low_exclusive:
-            schema["exclusiveMinimum"] = True
-        schema["maximum"] = field.high
-        return schema
+        return number_schema(self.target)
 
 
 def _n(low: int | float, high: int | float, help_text: str, *, default: Any = None, exclusive: bool = False,
@@ -206,6 +209,13 @@ class ChartSerializer(serializers.Serializer):
 class WhatIfInputSerializer(serializers.Serializer):
     """All optional: missing traffic numbers come from telemetry."""
 
+    # The traffic's two forms (``validate``), as the body's schema states them: concurrent_users and
+    # request_interval_s together and without requests_per_s, or neither of the two.
+    schema_rules = {"anyOf": [
+        {"required": ["concurrent_users", "request_interval_s"], "not": {"required": ["requests_per_s"]}},
+        {"not": {"anyOf": [{"required": ["concurrent_users"]}, {"required": ["request_interval_s"]}]}},
+    ]}
+
     window_s = _n(60, 7 * 86_400, "Telemetry window to average over, seconds", default=900, whole=True)
     requests_per_s = _n(0, 10**9, "Request rate; instead of concurrent_users and request_interval_s",
                         required=False)
@@ -223,13 +233,18 @@ class WhatIfInputSerializer(serializers.Serializer):
     target_cpu_headroom = _n(0, 0.95, "CPU headroom to keep on the access & logic tier", default=0)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # The body's schema states this rule (schema_rules): a 400. Query parameters cannot state
+        # it, so there it is a rule between values the schema leaves out: a 409 (CONFLICT), documented.
+        code = CONFLICT if self.context.get("numbers_from_text") else "invalid"
         users, interval = attrs.get("concurrent_users"), attrs.get("request_interval_s")
         if (users is None) != (interval is None):
             missing = "request_interval_s" if interval is None else "concurrent_users"
-            raise serializers.ValidationError({missing: ["give concurrent_users and request_interval_s together"]})
+            raise serializers.ValidationError({missing: ["give concurrent_users and request_interval_s together"]},
+                                              code=code)
         if users is not None and "requests_per_s" in attrs:
             raise serializers.ValidationError(
-                {"requests_per_s": ["give either requests_per_s or concurrent_users and request_interval_s"]})
+                {"requests_per_s": ["give either requests_per_s or concurrent_users and request_interval_s"]},
+                code=code)
         return attrs
 
 

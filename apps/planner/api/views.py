@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
@@ -82,7 +82,7 @@ class CostComparisonView(APIView):
 
 
 _WHAT_IF_QUERY = [
-    OpenApiParameter(name, int if getattr(field, "whole", False) else float, required=False,
+    OpenApiParameter(name, s.number_schema(cast(s.NumberField, field)), required=False,
                      description=field.help_text or "")
     for name, field in s.WhatIfInputSerializer().fields.items()
 ]
@@ -91,10 +91,15 @@ _WHAT_IF_QUERY = [
 class WhatIfView(APIView):
     """The plan for observed traffic (or your numbers) against the installed capacity per tier.
 
-    Missing traffic numbers come from telemetry; with no telemetry yet, 400 asks for them.
+    Missing traffic numbers come from telemetry; with no telemetry yet, 409 asks for them.
     """
 
     permission_classes = [ViewerAll]
+    conflicts = {
+        "get": "No telemetry yet to fill in the traffic numbers left out, or concurrent_users and "
+               "request_interval_s not given together, or given with requests_per_s (`errors` names them)",
+        "post": "No telemetry yet to fill in the traffic numbers left out (`errors` names them)",
+    }
 
     @extend_schema(parameters=_WHAT_IF_QUERY, responses={200: s.WhatIfSerializer})
     def get(self, request: Request) -> Response:

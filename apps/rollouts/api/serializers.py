@@ -14,8 +14,15 @@ from apps.rollouts.models import Rollout, RolloutNode
 from apps.rollouts.planner import PlanError, canary_text, parse_canary, parse_max_unavailable
 from apps.vectors.models import Suite
 
+# What the planner reads (``_nodes_or_percentage``), as the schema states it: a percentage above 0 and at
+# most 100; for max_unavailable, or a number of nodes (1-999999).
+_PCT = r"(?:100(?:\.0+)?|[1-9]\d?(?:\.\d+)?|0\.\d*[1-9]\d*)%"
+PERCENTAGE = rf"^{_PCT}$"
+MAX_UNAVAILABLE = rf"^(?:[1-9]\d{{0,5}}|{_PCT})$"
 
-@extend_schema_field({"oneOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": r"^\d+(\.\d+)?%$"}],
+
+@extend_schema_field({"oneOf": [{"type": "integer", "minimum": 1, "maximum": 999999},
+                                {"type": "string", "pattern": PERCENTAGE}],
                       "description": "Canary per tier in scope: a number of nodes (1) or a percentage of the tier's "
                                      "nodes in scope ('10%', rounded up, at least 1)"})
 class CanaryField(serializers.Field):  # type: ignore[type-arg]
@@ -47,9 +54,10 @@ class RolloutInputSerializer(serializers.Serializer[Any]):
                                                help_text="Default: the suite that validated the combination")
     canary = CanaryField(default=1)
     wave_size = serializers.IntegerField(min_value=1, max_value=10000, default=4)
-    max_unavailable = serializers.CharField(max_length=16, default="25%",
-                                            help_text="'25%' of a tier's active nodes, or a number; never past "
-                                                      "the capacity floor")
+    max_unavailable = serializers.RegexField(
+        MAX_UNAVAILABLE, max_length=16, default="25%",
+        error_messages={"invalid": "a number of nodes (1-999999) or a percentage above 0 and at most 100, like '25%%'"},
+        help_text="'25%' of a tier's active nodes, or a number; never past the capacity floor")
     bake_s = serializers.IntegerField(min_value=0, max_value=7 * 86400, default=600)
     on_failure = serializers.ChoiceField(choices=OnFailure.choices, default=OnFailure.ROLLBACK)
     cohort_tolerance_pct = serializers.IntegerField(

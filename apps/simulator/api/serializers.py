@@ -4,6 +4,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from apps.common.serializers import SlugRefField
 from apps.inventory.models import Node, VersionCombination
 from apps.simulator.choices import FaultKind
 from apps.simulator.models import Fault
@@ -27,26 +28,16 @@ class FaultSetSerializer(serializers.Serializer[Any]):
     candidate combination (or its params ``driver`` and ``framework``)."""
 
     kind = serializers.ChoiceField(choices=FaultKind.choices)
-    node = serializers.SlugRelatedField(slug_field="hostname", queryset=Node.objects.all(), required=False,
+    node = SlugRefField(slug_field="hostname", queryset=Node.objects.all(), required=False,
                                         allow_null=True)
     combination = serializers.PrimaryKeyRelatedField(queryset=VersionCombination.objects.all(), required=False,
                                                      allow_null=True)
     enabled = serializers.BooleanField(default=True)
-    params = serializers.JSONField(required=False, allow_null=True)
+    params = serializers.DictField(required=False, allow_null=True, help_text="The fault's parameters (an object)")
     reason = serializers.CharField(required=False, allow_blank=True, default="")
-
-    def validate_params(self, value: Any) -> Any:
-        if value is not None and not isinstance(value, dict):
-            raise serializers.ValidationError("must be an object")
-        return value
 
 
 class FaultPatchSerializer(serializers.Serializer[Any]):
     enabled = serializers.BooleanField(required=False)
-    params = serializers.JSONField(required=False)
+    params = serializers.DictField(required=False, help_text="The fault's parameters (an object)")
     reason = serializers.CharField(required=False, allow_blank=True, default="")
-
-    def validate_params(self, value: Any) -> Any:
-        if not isinstance(value, dict):
-            raise serializers.ValidationError("must be an object")
-        return value

@@ -37,6 +37,10 @@ class FaultViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     # Every user credential the API takes (personal and service-account tokens, sessions), and the gateway's key.
     authentication_classes = [*APIView.authentication_classes, AgentTokenAuthentication]
     permission_classes = [FaultPermission]
+    # The fleet's state, not the body: no active node or enabled endpoint to pick when none is named, or
+    # no such fault to switch off (``errors`` names the field).
+    conflicts = {"create": "Nothing to pick: no active node or enabled endpoint when none is named, or no such "
+                           "fault to switch off"}
     filterset_class = FaultFilterSet
     ordering_fields = ["kind", "updated_at"]
 

@@ -99,7 +99,7 @@ def _minutes(request: Request, default: int) -> int:
 
 def _tier(request: Request) -> Tier | None:
     kind = request.query_params.get("tier")
-    if not kind:
+    if kind is None:  # left out: every tier (an empty value is not one of the schema's kinds)
         return None
     tier = Tier.objects.filter(kind=kind).first()
     if tier is None:
@@ -155,28 +155,31 @@ class StageLatencySeriesView(APIView):
         return _json(stage_latency_series_json(tier=_tier(request), minutes=_minutes(request, 60)))
 
 
-NODE = OpenApiParameter("node", int, description="One node's id (instead of tier)")
+NODE = OpenApiParameter("node", int,
+                        description="One node's id; with tier, a node of that tier (404 if it is in another)")
 
 
 class LatencyPercentilesView(APIView):
     """Stage latency percentiles (count, p50, p95, p99, max) of the fleet, one tier (``tier``) or one node
-    (``node``) over the last ``minutes`` (default 60), from the nodes' log-bucket histograms merged in
+    (``node``; with ``tier`` too, the node must be in that tier, else 404) over the last ``minutes``
+    (default 60), from the nodes' log-bucket histograms merged in
     SQL: each within 1 % of the exact percentile of every latency in the range."""
 
     permission_classes = [IsViewer]
 
     @extend_schema(parameters=[TIER, NODE, MINUTES],
-                   responses={200: LatencyPercentilesSerializer, 404: OpenApiResponse(description="No such node")})
+                   responses={200: LatencyPercentilesSerializer,
+                              404: OpenApiResponse(description="No such node (in the tier, when tier is given)")})
     def get(self, request: Request) -> Response:
         tier, raw_node, node = _tier(request), request.query_params.get("node"), None
-        if raw_node:
-            if tier is not None:
-                raise ValidationError({"node": ["give tier or node, not both"]})
-            if not re.fullmatch(r"-?\d{1,18}", raw_node):
+        if raw_node is not None:
+            if not re.fullmatch(r"-?\d+", raw_node):
                 raise ValidationError({"node": [f"must be a node's id (a whole number), not {raw_node[:40]!r}"]})
-            node = Node.objects.filter(pk=int(raw_node)).first()
+            nodes = Node.objects.filter(pk=int(raw_node))
+            node = (nodes.filter(tier=tier) if tier is not None else nodes).first()
             if node is None:  # a well-formed id, as the schema types it: the object it names is missing
-                raise NotFound(f"node: no node with id {raw_node}")
+                raise NotFound(f"node: no node with id {raw_node}" + (f" in tier {tier.kind}" if tier else ""))
+            tier = None  # the node's figures: its tier only narrowed the lookup
         data = latency_window(minutes=_minutes(request, 60), tier=tier, node=node)
         return Response(LatencyPercentilesSerializer(data).data)
 
