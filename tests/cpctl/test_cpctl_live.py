@@ -16,6 +16,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from agent.cp_agent import __version__ as agent_version
+from agent.cp_agent.client import CONTRACT_HOLDERS
 from apps.accounts.services import user_ensure
 from apps.inventory.choices import TierKind
 from apps.inventory.models import Node, Tier
@@ -68,11 +69,12 @@ def test_cpctl_lists_the_fleet_drains_a_node_with_wait_and_prints_the_capacity_g
     wait_for(lambda: (s := NodeStatus.objects.filter(node=serving).first()) is not None and s.in_flight == 2,
              timeout=30, what="the agent to report 2 in flight")
     # the agent said which agent it is (its requests' headers); -o wide shows it
-    wait_for(lambda: Node.objects.filter(pk=serving.pk, agent_version=agent_version, agent_contract=3).exists(),
+    wait_for(lambda: Node.objects.filter(pk=serving.pk, agent_version=agent_version,
+                                         agent_contract=CONTRACT_HOLDERS).exists(),
              timeout=30, what="the node to keep its agent's version and contract")
     wide = cpctl(env, "get", "nodes", "n-cli-a", "-o", "wide")
     assert wide.stdout.splitlines()[0].split()[-2:] == ["AGENT", "ACTIONS"], wide.stdout
-    assert f" {agent_version}/c3 " in wide.stdout.splitlines()[1], wide.stdout
+    assert f" {agent_version}/c{CONTRACT_HOLDERS} " in wide.stdout.splitlines()[1], wide.stdout
     err_path = tmp_path / "drain.err"
     with err_path.open("w") as err:
         proc = subprocess.Popen([sys.executable, "-m", "cpctl", "drain", "n-cli-a", "--reason", "swap DIMM 3",
