@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
 from typing import Any, Protocol
 
+from agent.cp_agent.inflight import ReadFailed, command_output
 from agent.cp_agent.once import Once
 
 log = logging.getLogger("cp_agent.holders")
@@ -59,19 +59,10 @@ class CommandHolders:
 
     def read(self) -> list[dict[str, Any]] | None:
         try:
-            done = subprocess.run(["/bin/sh", "-c", self.command], capture_output=True, text=True,
-                                  timeout=self.timeout, check=False)
-        except subprocess.TimeoutExpired:
-            self._failed(f"no answer within {self.timeout:g} s")
-            return None
-        except OSError as exc:
+            found = json.loads(command_output(self.command, timeout=self.timeout) or "null")
+        except ReadFailed as exc:
             self._failed(str(exc))
             return None
-        if done.returncode != 0:
-            self._failed(f"exit code {done.returncode}: {done.stderr.strip()[-200:]}")
-            return None
-        try:
-            found = json.loads(done.stdout or "null")
         except ValueError as exc:
             self._failed(f"printed no JSON: {exc}")
             return None

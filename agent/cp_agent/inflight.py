@@ -34,6 +34,25 @@ log = logging.getLogger("cp_agent.inflight")
 SPEC_HELP = "prometheus:URL#METRIC[,METRIC...] | command:CMD | none"
 
 
+class ReadFailed(Exception):
+    """A command source's read failed; the message says why (logged once by the reader)."""
+
+
+def command_output(command: str, *, timeout: float) -> str:
+    """What ``command`` prints, run through ``/bin/sh -c``. Raises ReadFailed: no answer within
+    ``timeout``, it could not start, or it exited non-zero (with the end of its stderr)."""
+    try:
+        done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        raise ReadFailed(f"no answer within {timeout:g} s") from None
+    except OSError as exc:
+        raise ReadFailed(str(exc)) from None
+    if done.returncode != 0:
+        raise ReadFailed(f"exit code {done.returncode}: {done.stderr.strip()[-200:]}")
+    return done.stdout
+
+
 class InFlightSource(Protocol):
     description: str
 
@@ -115,18 +134,10 @@ class CommandInFlight(_Reader):
 
     def read(self) -> int | None:
         try:
-            done = subprocess.run(["/bin/sh", "-c", self.command], capture_output=True, text=True,
-                                  timeout=self.timeout, check=False)
-        except subprocess.TimeoutExpired:
-            self._failed(f"no answer within {self.timeout:g} s")
-            return None
-        except OSError as exc:
+            text = command_output(self.command, timeout=self.timeout).strip()
+        except ReadFailed as exc:
             self._failed(str(exc))
             return None
-        if done.returncode != 0:
-            self._failed(f"exit code {done.returncode}: {done.stderr.strip()[-200:]}")
-            return None
-        text = done.stdout.strip()
         try:
             value = int(text.split()[0]) if text else -1
         except ValueError:
