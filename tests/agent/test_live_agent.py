@@ -10,9 +10,7 @@ from typing import Any
 
 import httpx
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
-from apps.accounts.services import user_ensure
 from apps.agents.models import NodeCommand
 from apps.audit.models import AuditEvent
 from apps.inventory.models import Module, Node
@@ -21,7 +19,7 @@ from apps.operations.models import Drain
 from apps.telemetry.models import IngestBatch, NodeHolders, NodeSample, NodeStatus
 from tests.agent.fleet import make_node
 from tests.agent.promserver import PromServer, in_flight_gauge
-from tests.live.stack import LiveStack, wait_for
+from tests.live.stack import LiveStack, api_client, wait_for
 
 FIXTURE = Path(__file__).with_name("fixtures") / "dcgm-exporter-4gpu.prom"
 GAUGE = "nv_inference_pending_request_count"
@@ -29,11 +27,6 @@ INTERVAL = 0.5  # a sample every 0.5 s
 SEND = 1.0  # a batch every second: the report interval
 TICK = 0.5  # the drain controller, run by the test on its own clock
 
-
-def _api(stack: LiveStack, role: str = "operator") -> httpx.Client:
-    user, _ = user_ensure(username=f"live-{role}", password="pw-live", role=role)
-    token, _ = Token.objects.get_or_create(user=user)
-    return httpx.Client(base_url=stack.url, headers={"Authorization": f"Token {token.key}"}, timeout=10)
 
 
 def _status(node: Node) -> NodeStatus | None:
@@ -66,7 +59,7 @@ def test_it_keeps_a_drain_waiting_until_the_serving_process_is_empty(live_stack:
                      "--send-interval", str(SEND), interval=INTERVAL)
     wait_for(lambda: (s := _status(node)) is not None and s.in_flight == 3, timeout=30,
              what="the agent to report 3 in flight")
-    api = _api(live_stack)
+    api = api_client(live_stack, timeout=10)
     drain = _drain(api, node, deadline_s=600)
     started = Drain.objects.get(pk=drain["id"]).started_at
     wait_for(lambda: (s := _status(node)) is not None and s.time >= started, timeout=30,
@@ -125,7 +118,7 @@ def test_it_waits_for_the_deadline_when_the_agent_cannot_count_in_flight(live_st
                      interval=INTERVAL)
     wait_for(lambda: _status(node) is not None, timeout=30, what="the agent's first report")
     assert _status(node).in_flight is None  # type: ignore[union-attr]
-    api = _api(live_stack)
+    api = api_client(live_stack, timeout=10)
     drain = _drain(api, node, deadline_s=4)
     row = Drain.objects.get(pk=drain["id"])
     wait_for(lambda: (s := _status(node)) is not None and s.time >= row.started_at, timeout=30,
@@ -154,7 +147,7 @@ def test_it_runs_the_operators_hooks_and_shows_their_outcome(live_stack: LiveSta
         "--on-uncordon", "echo re-adding; sleep 60",
         "--hook-timeout", "uncordon=1",
     )
-    api = _api(live_stack)
+    api = api_client(live_stack, timeout=10)
     drain = _drain(api, node, deadline_s=600)
     command = NodeCommand.objects.get(node=node, kind="drain")
 
@@ -201,7 +194,7 @@ def test_it_keeps_a_missing_exporter_series_null_through_to_the_api(live_stack: 
     aliases = [a for uuid, s in zip(uuids, serials, strict=True) for a in ("--module-alias", f"{uuid}={s}")]
     live_stack.agent(node, "--in-flight-from", "none", "--backend", f"exporter:{prom_server.url}",
                      "--mapping", "dcgm-exporter", *aliases, "--send-interval", str(SEND), interval=INTERVAL)
-    viewer = _api(live_stack, "viewer")
+    viewer = api_client(live_stack, "viewer", timeout=10)
 
     def reported() -> dict[str, Any]:
         body = dict(viewer.get(f"/api/v1/fleet/nodes/{node.pk}/history/").json())
@@ -230,7 +223,7 @@ def test_a_drain_waits_on_a_process_the_holders_hook_reports_and_names_it(live_s
                      "--send-interval", str(SEND), interval=INTERVAL)
     wait_for(lambda: NodeHolders.objects.filter(node=node).exclude(holders=[]).exists(), timeout=30,
              what="the agent to list the process holding its module")
-    api = _api(live_stack)
+    api = api_client(live_stack, timeout=10)
     drain = _drain(api, node, deadline_s=600)
     started = Drain.objects.get(pk=drain["id"]).started_at
     wait_for(lambda: NodeHolders.objects.filter(node=node, time__gte=started).exists(), timeout=30,

@@ -8,17 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pytest
-from rest_framework.authtoken.models import Token
 
-from apps.accounts.services import user_ensure
 from apps.health.choices import ACTIVE_FINDING_STATES, FindingState
 from apps.health.models import Finding
 from apps.health.stuck import STUCK
-from apps.inventory.models import Module, Tier
+from apps.inventory.models import Tier
 from apps.rollouts.models import RolloutNode
-from tests.live.stack import LiveStack, wait_for
+from tests.live.stack import LiveStack, api_client, wait_for
 from tests.rollouts.conftest import RolloutFleet
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(900)]
@@ -38,13 +35,8 @@ def test_a_step_waiting_for_capacity_raises_a_stuck_finding_naming_what_it_waits
     nodes = [fleet.node(f"n-{i}") for i in range(3)]
     env = {"ROLLOUT_STEP_EXPECTED_S": EXPECTED_S}
     live_stack.web(env=env)
-    for node in nodes:
-        serials = Module.objects.filter(node=node).values_list("serial", flat=True)
-        live_stack.agent(node, "--backend", "simulated", *[f"--module={s}" for s in serials],
-                         token=fleet.keys[node.hostname])
-    user, _ = user_ensure(username="live-operator", password="pw-live", role="operator")
-    token, _ = Token.objects.get_or_create(user=user)
-    api = httpx.Client(base_url=live_stack.url, headers={"Authorization": f"Token {token.key}"}, timeout=60)
+    fleet.simulated_agents(live_stack, nodes)
+    api = api_client(live_stack)
     body = {"combination": fleet.candidate.pk, "module_type": fleet.mtype.pk, "suite": fleet.suite.pk,
             "canary": 1, "wave_size": 1, "bake_s": 0, "install_timeout_s": 120, "vectors_timeout_s": 180,
             "reason": "driver 2.4.0"}

@@ -59,6 +59,17 @@ def current_wait() -> str:
     return _waiting[-1] if _waiting else (_interrupted[0] if _interrupted else "")
 
 
+def api_client(stack: LiveStack, role: str = "operator", *, timeout: float = 60.0) -> httpx.Client:
+    """An API client of the running stack signed in with the token of user ``live-<role>``."""
+    from rest_framework.authtoken.models import Token
+
+    from apps.accounts.services import user_ensure
+
+    user, _ = user_ensure(username=f"live-{role}", password="pw-live", role=role)
+    token, _ = Token.objects.get_or_create(user=user)
+    return httpx.Client(base_url=stack.url, headers={"Authorization": f"Token {token.key}"}, timeout=timeout)
+
+
 def wait_for(check: Callable[[], T], *, timeout: float, what: str, interval: float = 0.2) -> T:
     """Poll ``check`` until it returns something truthy (returned), or fail naming ``what``
     and the last value seen. Database reads in ``check`` see fresh committed rows."""

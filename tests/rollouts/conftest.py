@@ -16,7 +16,7 @@ from django.utils import timezone
 from apps.agents.models import AgentToken
 from apps.audit.models import AuditEvent
 from apps.inventory.choices import CombinationState, NodeState
-from apps.inventory.models import Node, Tier, VersionCombination
+from apps.inventory.models import Module, Node, Tier, VersionCombination
 from apps.operations.controllers import drains_advance
 from apps.rollouts import controller
 from apps.rollouts.models import Rollout
@@ -57,6 +57,13 @@ class RolloutFleet(Fleet):
         if self._pool is None:
             self._pool = SimulatedGrayPool(self)
         return self._pool
+
+    def simulated_agents(self, stack: Any, nodes: list[Node]) -> None:
+        """A real cp_agent process per node on ``stack``, its modules simulated (they run the vectors)."""
+        for node in nodes:
+            serials = Module.objects.filter(node=node).values_list("serial", flat=True)
+            stack.agent(node, "--backend", "simulated", *[f"--module={s}" for s in serials],
+                        token=self.keys[node.hostname])
 
     def report_idle(self) -> None:
         """Every serving node reports zero requests in flight now."""

@@ -16,9 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from rest_framework.authtoken.models import Token
 
-from apps.accounts.services import user_ensure
 from apps.audit.models import AuditEvent
 from apps.inventory import services as inventory_services
 from apps.inventory.choices import CombinationState, NodeState, TierKind
@@ -31,7 +29,7 @@ from apps.simulator.demo import seed_demo
 from apps.simulator.services import fault_set
 from apps.vectors.services import suite_import
 from tests.conftest import restore_migration_rows
-from tests.live.stack import LiveStack, wait_for
+from tests.live.stack import LiveStack, api_client, wait_for
 from tests.rollouts.conftest import serving_over_time, small_specs
 
 pytestmark = [pytest.mark.heavy, pytest.mark.live, pytest.mark.timeout(1800)]
@@ -39,11 +37,6 @@ pytestmark = [pytest.mark.heavy, pytest.mark.live, pytest.mark.timeout(1800)]
 TASKS: dict[str, float] = {"apps.rollouts.tasks.rollouts_advance": 1, "apps.vectors.tasks.vector_runs_advance": 1,
          "apps.operations.tasks.drains_advance": 1, "apps.telemetry.tasks.telemetry_rollup": 5}
 
-
-def _api(stack: LiveStack) -> httpx.Client:
-    user, _ = user_ensure(username="live-operator", password="pw-live", role="operator")
-    token, _ = Token.objects.get_or_create(user=user)
-    return httpx.Client(base_url=stack.url, headers={"Authorization": f"Token {token.key}"}, timeout=60)
 
 
 def _final(api: httpx.Client, rollout_id: int, states: tuple[str, ...], *, timeout: float) -> dict[str, Any]:
@@ -76,7 +69,7 @@ def test_a_bad_canary_rolls_back_alone_then_a_clean_rollout_completes_within_the
     worker = live_stack.worker()
     live_stack.beat(every=TASKS, only=list(TASKS))
     live_stack.simulator(speed=60, interval=1.0, command_interval=1.0)
-    api = _api(live_stack)
+    api = api_client(live_stack, timeout=60)
     body = {"combination": target.pk, "module_type": ax.pk, "racks": [rack.pk], "suite": suite.pk, "canary": 1,
             "wave_size": 3, "max_unavailable": "25%", "bake_s": 2, "drain_deadline_s": 120,
             "install_timeout_s": 120, "vectors_timeout_s": 180, "reason": "driver 2.4.0"}

@@ -12,15 +12,13 @@ from typing import Any
 import httpx
 import pytest
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
-from apps.accounts.services import user_ensure
 from apps.inventory.choices import NodeState
 from apps.inventory.models import Module
 from apps.operations.choices import WindowActor
 from apps.operations.models import ChangeWindow
 from apps.rollouts.models import RolloutNode
-from tests.live.stack import LiveStack, wait_for
+from tests.live.stack import LiveStack, api_client, wait_for
 from tests.rollouts.conftest import RolloutFleet
 
 pytestmark = [pytest.mark.heavy, pytest.mark.live, pytest.mark.timeout(1200)]
@@ -50,13 +48,8 @@ def test_a_rollout_created_outside_its_window_waits_then_starts_its_first_wave_w
     live_stack.web()
     live_stack.worker()
     live_stack.beat(every=TASKS, only=list(TASKS))
-    for node in nodes:
-        serials = Module.objects.filter(node=node).values_list("serial", flat=True)
-        live_stack.agent(node, "--backend", "simulated", *[f"--module={s}" for s in serials],
-                         token=fleet.keys[node.hostname])
-    user, _ = user_ensure(username="live-operator", password="pw-live", role="operator")
-    token, _ = Token.objects.get_or_create(user=user)
-    api = httpx.Client(base_url=live_stack.url, headers={"Authorization": f"Token {token.key}"}, timeout=60)
+    fleet.simulated_agents(live_stack, nodes)
+    api = api_client(live_stack)
     body = {"combination": fleet.candidate.pk, "module_type": fleet.mtype.pk, "suite": fleet.suite.pk,
             "canary": 1, "wave_size": 1, "bake_s": 0, "install_timeout_s": 120, "vectors_timeout_s": 180,
             "reason": "driver 2.4.0 in tonight's window"}

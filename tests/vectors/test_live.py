@@ -8,16 +8,14 @@ from typing import Any
 
 import httpx
 import pytest
-from rest_framework.authtoken.models import Token
 
-from apps.accounts.services import user_ensure
 from apps.inventory.choices import CombinationState, NodeState
 from apps.inventory.models import FrameworkRelease, Module, VersionCombination
 from apps.operations import lifecycle
 from apps.simulator.services import fault_set
 from apps.vectors.models import VectorResult
 from apps.vectors.services import suite_import
-from tests.live.stack import LiveStack, wait_for
+from tests.live.stack import LiveStack, api_client, wait_for
 from tests.vectors.conftest import Fleet, int8_specs
 from tests.vectors.test_import import EXPECTED
 
@@ -26,11 +24,6 @@ pytestmark = [pytest.mark.heavy, pytest.mark.live]
 SWEEP = "apps.vectors.tasks.vector_runs_advance"
 FINAL = ("passed", "failed", "error", "cancelled")
 
-
-def _api(stack: LiveStack, role: str = "operator") -> httpx.Client:
-    user, _ = user_ensure(username=f"live-{role}", password="pw-live", role=role)
-    token, _ = Token.objects.get_or_create(user=user)
-    return httpx.Client(base_url=stack.url, headers={"Authorization": f"Token {token.key}"}, timeout=30)
 
 
 def _run_when_final(api: httpx.Client, run_id: int, *, timeout: float) -> dict[str, Any]:
@@ -49,7 +42,7 @@ def test_the_standalone_agent_runs_a_suite_on_onnx_runtime(live_stack: LiveStack
     live_stack.worker()
     live_stack.beat(every={SWEEP: 1}, only=[SWEEP])
     live_stack.agent(node, "--backend", "reference", "--module", module.serial, "--reference-rate", "5")
-    api = _api(live_stack)
+    api = api_client(live_stack, timeout=30)
 
     created = api.post("/api/v1/vector-runs/", json={"suite": suite.pk, "modules": [module.pk],
                                                      "reason": "live check"})
@@ -79,7 +72,7 @@ def test_validation_on_the_simulated_gray_pool_blocks_a_bad_combination_and_vali
     live_stack.worker()
     live_stack.beat(every={SWEEP: 1}, only=[SWEEP])
     live_stack.simulator(speed=60, interval=2.0, command_interval=1.0)
-    api = _api(live_stack)
+    api = api_client(live_stack, timeout=30)
 
     for combination, verdict, state in ((bad, "failed", CombinationState.BLOCKED),
                                         (clean, "passed", CombinationState.VALIDATED)):
