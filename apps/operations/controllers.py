@@ -59,17 +59,19 @@ def drain_advance(*, drain_id: int, now: dt.datetime | None = None) -> str:
         status = selectors.node_report(node_id=node.pk)
         fresh = status is not None and status.time >= drain.started_at
         in_flight = status.in_flight if status is not None else None
-        # A process still holding a module is work in flight too (the agent's --holders-from list):
-        # drained only once its newest list since the drain started is empty.
-        held = selectors.drain_holders(drain)
-        holders = held[0] if held is not None else []
-        if fresh and in_flight == 0 and (held is None or (held[1] and not holders)):
-            lifecycle.drain_complete(drain=drain, node=node, forced=False, in_flight=0, now=now)
-            return "drained"
+        if fresh and in_flight == 0:
+            # A process still holding a module is work in flight too (the agent's --holders-from list):
+            # drained only once its newest list since the drain started is empty. Read only at zero in
+            # flight (and at a forced end): the other passes of a busy drain need not.
+            held = selectors.drain_holders(drain)
+            if held is None or (held[1] and not held[0]):
+                lifecycle.drain_complete(drain=drain, node=node, forced=False, in_flight=0, now=now)
+                return "drained"
         if drain.deadline is not None and drain.deadline <= now:
             if drain.deadline_action == DeadlineAction.FORCE:
+                held = selectors.drain_holders(drain)
                 lifecycle.drain_complete(drain=drain, node=node, forced=True, in_flight=in_flight, now=now,
-                                         holders=holders)
+                                         holders=held[0] if held is not None else [])
                 return "forced"
             if drain.alerted_at is None:
                 lifecycle.drain_deadline_alert(drain=drain, node=node, now=now,
